@@ -1,0 +1,242 @@
+"""Typed configuration, and the one place that reads Hydra's DictConfig.
+
+`compose_config` composes the packaged defaults (plus a project's `configs/`) with Hydra and
+turns the result into frozen dataclasses; every other module receives its own typed node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .records import SamplingParams
+
+PACKAGED_CONFIG_MODULE = "agentcore_rl_harness.conf"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    kind: str = "hf"
+    max_batch_size: int = 16
+    batch_wait_s: float = 0.005
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    kind: str = "local"
+    concurrency: int = 8
+    startup_timeout_s: float = 60.0
+    env_passthrough: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 128
+
+    def to_params(self) -> SamplingParams:
+        return SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            max_tokens=self.max_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    host: str = "127.0.0.1"
+    port: int = 0
+    max_body_bytes: int = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    split: str = "test"
+    samples: int | None = None
+    max_rows: int | None = None
+    timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class GatesConfig:
+    min_success_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    model: ModelConfig
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    gateway: GatewaySettings = field(default_factory=GatewaySettings)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    gates: GatesConfig = field(default_factory=GatesConfig)
+    seed: int = 0
+
+
+VALID_CHOICES = {
+    "sampler.kind": ("hf",),
+    "runtime.kind": ("local",),
+    "model.dtype": ("float32", "bfloat16", "float16"),
+}
+
+
+@dataclass(frozen=True)
+class ComposedConfig:
+    """The typed config plus the resolved plain mapping written to the run's config.yaml."""
+
+    typed: HarnessConfig
+    resolved: dict[str, Any]
+    overrides: tuple[str, ...]
+    source: str
+
+
+def default_config_source(rootdir: Path) -> Path | None:
+    """The project's `configs/` if it holds a config.yaml, else None (packaged defaults)."""
+    candidate = rootdir / "configs"
+    return candidate if (candidate / "config.yaml").is_file() else None
+
+
+def compose_config(
+    overrides: typing.Sequence[str] = (), *, source: Path | None = None
+) -> ComposedConfig:
+    """Compose with Hydra: `source` is a config dir (with config.yaml), a YAML file, or None."""
+    from hydra import compose, initialize_config_dir, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = tuple(overrides)
+    saved = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
+    GlobalHydra.instance().clear()
+    try:
+        search = [f"hydra.searchpath=[pkg://{PACKAGED_CONFIG_MODULE}]"]
+        if source is None:
+            context = initialize_config_module(PACKAGED_CONFIG_MODULE, version_base=None)
+            config_name, label = "config", f"pkg://{PACKAGED_CONFIG_MODULE}"
+            search = []
+        else:
+            source = Path(source).resolve()
+            if source.is_dir():
+                if not (source / "config.yaml").is_file():
+                    raise ConfigError(
+                        f"config directory {source} has no config.yaml; add one starting with "
+                        "`defaults: [agentcore_rl_base, _self_]`"
+                    )
+                config_dir, config_name = source, "config"
+            elif source.is_file() and source.suffix in (".yaml", ".yml"):
+                config_dir, config_name = source.parent, source.stem
+            else:
+                raise ConfigError(
+                    f"--agentcore-rl-config {source}: not a directory with config.yaml nor a "
+                    ".yaml file"
+                )
+            context = initialize_config_dir(str(config_dir), version_base=None)
+            label = str(source)
+        with context:
+            cfg = compose(config_name=config_name, overrides=[*search, *overrides])
+            resolved = OmegaConf.to_container(cfg, resolve=True)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(_explain_hydra_error(exc, overrides)) from exc
+    finally:
+        GlobalHydra.instance().clear()
+        if saved is not None:
+            GlobalHydra.instance().initialize(saved)
+    assert isinstance(resolved, dict)
+    resolved.pop("hydra", None)
+    typed = build(HarnessConfig, resolved, "")
+    for key, choices in VALID_CHOICES.items():
+        section, name = key.split(".")
+        value = getattr(getattr(typed, section), name)
+        if value not in choices:
+            raise ConfigError(f"{key}={value!r} is not supported; valid choices: {list(choices)}")
+    return ComposedConfig(typed=typed, resolved=resolved, overrides=overrides, source=label)
+
+
+def _explain_hydra_error(exc: Exception, overrides: tuple[str, ...]) -> str:
+    text = str(exc).strip()
+    groups = _available_groups()
+    hint = "; ".join(f"{group}: {', '.join(opts)}" for group, opts in groups.items())
+    return f"bad config override in {list(overrides)}: {text}\navailable config groups: {hint}"
+
+
+def _available_groups() -> dict[str, list[str]]:
+    from importlib.resources import files
+
+    root = files(PACKAGED_CONFIG_MODULE)
+    groups: dict[str, list[str]] = {}
+    for entry in root.iterdir():
+        if entry.is_dir() and not entry.name.startswith("_"):
+            groups[entry.name] = sorted(
+                p.name.rsplit(".", 1)[0] for p in entry.iterdir() if p.name.endswith(".yaml")
+            )
+    return dict(sorted(groups.items()))
+
+
+def build(cls: type, data: Any, path: str) -> Any:
+    """Build frozen dataclass `cls` from a plain mapping, rejecting unknown keys and bad types."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"config node {path or '<root>'} must be a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        where = path or "<root>"
+        raise ConfigError(
+            f"unknown config key(s) {unknown} under {where}; valid keys: {sorted(known)}"
+        )
+    values = {}
+    for name, f in known.items():
+        key = f"{path}.{name}" if path else name
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"config key {key} is required")
+            continue
+        values[name] = _coerce(hints[name], data[name], key)
+    return cls(**values)
+
+
+def _coerce(hint: Any, value: Any, key: str) -> Any:
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return build(hint, value, key)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(inner[0], value, key)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"config key {key} must be a list, got {value!r}")
+        return tuple(value)
+    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float, str, bool) and not isinstance(value, hint) or (
+        hint in (int, float) and isinstance(value, bool)
+    ):
+        raise ConfigError(
+            f"config key {key} must be {hint.__name__}, got {value!r}; fix it with "
+            f"--agentcore-rl-set {key}=<{hint.__name__}>"
+        )
+    return value
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")

@@ -1,0 +1,33 @@
+"""Exceptions the harness raises. Third-party errors are translated at the seam into these."""
+
+
+class HarnessError(Exception):
+    """Base class: something the harness itself could not do (an infrastructure failure)."""
+
+
+class ConfigError(HarnessError):
+    """A configuration value is wrong; the message names the key, the value and the fix."""
+
+
+class ModelError(HarnessError):
+    """A named model cannot be found, prepared or loaded."""
+
+
+class DatasetError(HarnessError):
+    """A task dataset cannot be loaded or has bad rows."""
+
+
+class SamplingError(HarnessError):
+    """The sampling backend failed or returned unusable output (e.g. no logprobs)."""
+
+
+class RenderError(HarnessError):
+    """Messages cannot be rendered with the policy's chat template (e.g. tools unsupported)."""
+
+
+class RuntimeStartError(HarnessError):
+    """An agent runtime could not start a session for reasons outside the agent's code."""
+
+
+class MissingDependencyError(HarnessError, ImportError):
+    """An optional dependency is not installed; the message says what to pip install."""

@@ -1,0 +1,106 @@
+"""`GatewayServer`: the gateway app under uvicorn on a background thread (works from sync code)."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from ..errors import HarnessError
+from ..records import SamplingParams
+from .app import create_app
+from .rendering import Renderer
+from .sampling import SamplingBackend
+from .sessions import SessionStore
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    host: str = "127.0.0.1"
+    port: int = 0
+    max_body_bytes: int = 8 * 1024 * 1024
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    start_timeout_s: float = 10.0
+
+
+class GatewayServer:
+    """Serves the gateway on `config.host:config.port` (port 0: a free port) until `stop()`."""
+
+    def __init__(
+        self, *, sampler: SamplingBackend, renderer: Renderer, model_id: str,
+        config: GatewayConfig = GatewayConfig(), admin_token: str | None = None,
+    ) -> None:
+        self.config = config
+        self.model_id = model_id
+        self.admin_token = admin_token or secrets.token_urlsafe(32)
+        self.sessions = SessionStore(renderer=renderer, default_sampling=config.sampling)
+        self.app = create_app(
+            sessions=self.sessions, sampler=sampler, renderer=renderer, model_id=model_id,
+            admin_token=self.admin_token, max_body_bytes=config.max_body_bytes,
+        )
+        self._server = None
+        self._thread: threading.Thread | None = None
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise HarnessError("the gateway is not started; call start() first")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible base URL, ending in `/v1`."""
+        host = self.config.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}/v1"
+
+    def start(self) -> "GatewayServer":
+        """Bind, start serving on a background thread, and return once requests are accepted."""
+        import uvicorn
+
+        if self._thread is not None:
+            raise HarnessError("the gateway is already started")
+        family = socket.AF_INET6 if ":" in self.config.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.config.host, self.config.port))
+        except OSError as exc:
+            sock.close()
+            raise HarnessError(
+                f"cannot bind the gateway to {self.config.host}:{self.config.port}: {exc}; "
+                "choose another port (0 picks a free one)"
+            ) from exc
+        self._port = sock.getsockname()[1]
+        uvicorn_config = uvicorn.Config(self.app, log_level="warning", lifespan="off",
+                                        access_log=False, timeout_graceful_shutdown=5)
+        self._server = server = uvicorn.Server(uvicorn_config)
+        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
+                                        name=f"gateway-{self._port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + self.config.start_timeout_s
+        while not server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise HarnessError(f"the gateway did not start within {self.config.start_timeout_s} s")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and join the thread. Safe to call twice."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server, self._thread = None, None
+
+    def __enter__(self) -> "GatewayServer":
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,231 @@
+"""pytest hooks and fixtures: thin over `tasks` (declaration) and `session` (the run).
+
+Without `--agentcore-rl`, task tests collect as one skipped item each and ordinary tests are
+untouched. With it, each task expands into (row x sample) items whose rollouts start together
+when the test loop starts, and each item waits for its own rollout.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .errors import ConfigError, HarnessError
+from .session import MODES, RunSession, RolloutHandle, SESSION_KEY
+from .tasks import case_id, task_spec
+
+CASE_FIXTURE = "_arl_case"
+SKIP_REASON = (
+    "agentcore-rl task: run it with `pytest --agentcore-rl eval` (modes: {modes})"
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("agentcore-rl", "agentcore-rl-harness: RL and evaluation of agents")
+    group.addoption(
+        "--agentcore-rl",
+        dest="agentcore_rl",
+        metavar="MODE",
+        default=None,
+        help=f"run task tests: one of {', '.join(MODES)}",
+    )
+    group.addoption(
+        "--agentcore-rl-set",
+        dest="agentcore_rl_set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="a Hydra override, repeatable (model=tiny, sampling.temperature=0.7)",
+    )
+    group.addoption(
+        "--agentcore-rl-config",
+        dest="agentcore_rl_config",
+        metavar="PATH",
+        default=None,
+        help="config directory (with config.yaml) or a composed YAML file "
+        "(default: ./configs if present, else the packaged defaults)",
+    )
+    group.addoption(
+        "--agentcore-rl-out",
+        dest="agentcore_rl_out",
+        metavar="DIR",
+        default=None,
+        help="run directory (default: outputs/<UTC timestamp>-<mode>)",
+    )
+    parser.addini("agentcore_rl_set", "Hydra overrides applied before --agentcore-rl-set", "linelist")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "agentcore_rl_task: a task test declared with @agentcore_rl_harness.task"
+    )
+    mode = config.getoption("agentcore_rl")
+    if mode is None:
+        for flag in ("agentcore_rl_set", "agentcore_rl_config", "agentcore_rl_out"):
+            if config.getoption(flag):
+                name = "--" + flag.replace("_", "-")
+                raise pytest.UsageError(f"{name} needs --agentcore-rl MODE ({', '.join(MODES)})")
+        return
+    if mode not in MODES:
+        raise pytest.UsageError(
+            f"--agentcore-rl {mode!r}: unknown mode; valid choices: {', '.join(MODES)}"
+        )
+    overrides = [*config.getini("agentcore_rl_set"), *config.getoption("agentcore_rl_set")]
+    for override in overrides:
+        if "=" not in override:
+            raise pytest.UsageError(
+                f"--agentcore-rl-set {override!r}: expected KEY=VALUE (e.g. model=tiny)"
+            )
+    config_path = config.getoption("agentcore_rl_config")
+    out = config.getoption("agentcore_rl_out")
+    try:
+        run = RunSession.create(
+            mode=mode,
+            overrides=overrides,
+            config_path=Path(config_path) if config_path else None,
+            out_dir=Path(out) if out else None,
+            rootdir=Path(config.rootpath),
+            write=lambda message: _write_line(config, message),
+        )
+    except ConfigError as exc:
+        raise pytest.UsageError(f"agentcore-rl config: {exc}") from exc
+    except HarnessError as exc:
+        raise pytest.UsageError(f"agentcore-rl: {exc}") from exc
+    config.stash[SESSION_KEY] = run
+
+
+def _write_line(config: pytest.Config, message: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(message)
+
+
+def _run(config: pytest.Config) -> RunSession | None:
+    return config.stash.get(SESSION_KEY, None)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    spec = task_spec(metafunc.function)
+    if spec is None:
+        return
+    run = _run(metafunc.config)
+    if run is None:
+        reason = SKIP_REASON.format(modes=", ".join(MODES))
+        metafunc.parametrize(
+            CASE_FIXTURE,
+            [pytest.param(None, marks=pytest.mark.skip(reason=reason))],
+            ids=["agentcore-rl-disabled"],
+            indirect=True,
+        )
+        return
+    cases = run.cases_for(spec)
+    metafunc.parametrize(
+        CASE_FIXTURE,
+        cases,
+        ids=[case_id(case.row_id, case.sample_index) for case in cases],
+        indirect=True,
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if isinstance(item, pytest.Function) and task_spec(item.function) is not None:
+            item.add_marker("agentcore_rl_task")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session):
+    run = _run(session.config)
+    if run is not None and not session.config.option.collectonly:
+        run.start_rollouts(_task_items(session.items))
+    return (yield)
+
+
+def _task_items(items: list[pytest.Item]) -> list[tuple[str, Any]]:
+    found = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and CASE_FIXTURE in callspec.params:
+            found.append((item.nodeid, callspec.params[CASE_FIXTURE]))
+    return found
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    run = _run(pyfuncitem.config)
+    if run is None or task_spec(pyfuncitem.function) is None:
+        return None
+    arguments = {
+        name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames
+    }
+    run.call_task(pyfuncitem.nodeid, pyfuncitem.function, arguments)
+    return True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    report = yield
+    run = _run(item.config)
+    if run is not None:
+        run.on_report(item.nodeid, report, call)
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    run = _run(session.config)
+    if run is None:
+        return
+    session.exitstatus = run.finish(
+        int(exitstatus), write_reports=not session.config.option.collectonly
+    )
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    run = _run(terminalreporter.config)
+    if run is not None:
+        for line in run.summary_lines():
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def _arl_case(request: pytest.FixtureRequest) -> Any:
+    return request.param
+
+
+@pytest.fixture
+def agentcore_rl_config(request: pytest.FixtureRequest):
+    """The composed, typed config of this run."""
+    return _require(request).config.typed
+
+
+@pytest.fixture
+def row(_arl_case) -> dict:
+    """The dataset row of this case."""
+    return dict(_arl_case.row)
+
+
+@pytest.fixture
+def rollout(request: pytest.FixtureRequest, _arl_case) -> RolloutHandle:
+    """The finished episode for this case (waits for it); set `.reward` to override scoring."""
+    return _require(request).rollout_for(request.node.nodeid)
+
+
+@pytest.fixture
+def gateway(request: pytest.FixtureRequest):
+    """The rollout gateway server of this run (`.base_url`, `.sessions`)."""
+    return _require(request).harness_gateway()
+
+
+@pytest.fixture
+def agentcore_session(request: pytest.FixtureRequest, _arl_case):
+    """Run extra agent sessions by hand: `agentcore_session.run(payload)` -> RolloutHandle."""
+    return _require(request).extra_sessions(_arl_case)
+
+
+def _require(request: pytest.FixtureRequest) -> RunSession:
+    run = _run(request.config)
+    if run is None:
+        pytest.skip(SKIP_REASON.format(modes=", ".join(MODES)))
+    return run

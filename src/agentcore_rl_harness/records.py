@@ -1,0 +1,201 @@
+"""Frozen records shared by every layer. Imports nothing of ours.
+
+These are the RL vocabulary of the harness: what a sampler returns (`SampleResult`), what the
+gateway captures per session (`Trace`), and what the runner writes per episode (`Rollout`).
+Field names follow the rollout record in DESIGN.md; `to_json` gives exactly that record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class Status(str, enum.Enum):
+    """How a rollout ended. Agent failure is data; only infra_error means the harness failed."""
+
+    COMPLETED = "completed"
+    TASK_FAILED = "task_failed"
+    TIMEOUT = "timeout"
+    AGENT_ERROR = "agent_error"
+    INFRA_ERROR = "infra_error"
+
+
+class FinishReason(str, enum.Enum):
+    STOP = "stop"
+    LENGTH = "length"
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """What the trainer lets the sampler do for one turn. `top_k` 0 and `top_p` 1.0 mean off."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 256
+    stop_token_ids: tuple[int, ...] = ()
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    """One sampled continuation.
+
+    `logprobs[i]` is log p(token_ids[i]) under softmax(logits / temperature) of the policy that
+    sampled it (top-k / top-p truncation not folded in; temperature 0 means greedy and the
+    logprob is taken at temperature 1). A stop token that ended the sample is included in
+    `token_ids` (the model produced it, so it is trained).
+    """
+
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    finish_reason: FinishReason
+    policy_version: int = 0
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One training row: a token sequence whose tail after `prompt_length` has masks and logprobs.
+
+    `loss_mask[i]` and `logprobs[i]` describe `token_ids[prompt_length + i]`. The mask is 1 on
+    tokens this sampler produced in this row and 0 on everything else (tool results, template
+    glue). `logprobs[i]` is None where the token was not sampled by the gateway (never a made-up
+    number).
+    """
+
+    token_ids: tuple[int, ...]
+    prompt_length: int
+    loss_mask: tuple[int, ...]
+    logprobs: tuple[float | None, ...]
+    finish_reason: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.token_ids) - self.prompt_length
+        if n < 0 or len(self.loss_mask) != n or len(self.logprobs) != n:
+            raise ValueError(
+                f"inconsistent trace: {len(self.token_ids)} tokens, prompt_length "
+                f"{self.prompt_length}, {len(self.loss_mask)} mask entries, "
+                f"{len(self.logprobs)} logprobs; mask and logprobs must cover the tokens after "
+                "the prompt"
+            )
+        for mask, logprob in zip(self.loss_mask, self.logprobs):
+            if mask and logprob is None:
+                raise ValueError("a trained token (loss_mask 1) must carry its sampled logprob")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "token_ids": list(self.token_ids),
+            "prompt_length": self.prompt_length,
+            "loss_mask": list(self.loss_mask),
+            "logprobs": list(self.logprobs),
+            "finish_reason": self.finish_reason,
+            "metadata": dict(self.metadata),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Trace":
+        return cls(
+            token_ids=tuple(data["token_ids"]),
+            prompt_length=int(data["prompt_length"]),
+            loss_mask=tuple(data["loss_mask"]),
+            logprobs=tuple(data["logprobs"]),
+            finish_reason=data["finish_reason"],
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class SessionOutcome:
+    """What an AgentRuntime reports for one agent session (before the task scores it)."""
+
+    status: Status
+    result: dict[str, Any] | None
+    error: str | None
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One finished episode: one line of rollouts.jsonl."""
+
+    run_id: str
+    task: str
+    row_id: str
+    sample_index: int
+    group_id: str
+    phase: str
+    step: int | None
+    session_id: str
+    status: Status
+    error: str | None
+    reward: float | None
+    rewards: dict[str, float]
+    success: bool | None
+    result: dict[str, Any] | None
+    turns: int
+    usage: Usage
+    elapsed_s: float
+    traces: tuple[Trace, ...]
+    schema_version: int = SCHEMA_VERSION
+
+    def replace(self, **changes: Any) -> "Rollout":
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "run_id": self.run_id,
+            "task": self.task,
+            "row_id": self.row_id,
+            "sample_index": self.sample_index,
+            "group_id": self.group_id,
+            "phase": self.phase,
+            "step": self.step,
+            "session_id": self.session_id,
+            "status": self.status.value,
+            "error": self.error,
+            "reward": self.reward,
+            "rewards": dict(self.rewards),
+            "success": self.success,
+            "result": self.result,
+            "turns": self.turns,
+            "usage": dataclasses.asdict(self.usage),
+            "elapsed_s": self.elapsed_s,
+            "traces": [trace.to_json() for trace in self.traces],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Rollout":
+        return cls(
+            schema_version=int(data.get("schema_version", SCHEMA_VERSION)),
+            run_id=data["run_id"],
+            task=data["task"],
+            row_id=str(data["row_id"]),
+            sample_index=int(data["sample_index"]),
+            group_id=data["group_id"],
+            phase=data["phase"],
+            step=data.get("step"),
+            session_id=data["session_id"],
+            status=Status(data["status"]),
+            error=data.get("error"),
+            reward=data.get("reward"),
+            rewards=dict(data.get("rewards") or {}),
+            success=data.get("success"),
+            result=data.get("result"),
+            turns=int(data.get("turns", 0)),
+            usage=Usage(**(data.get("usage") or {})),
+            elapsed_s=float(data.get("elapsed_s", 0.0)),
+            traces=tuple(Trace.from_json(t) for t in data.get("traces") or ()),
+        )

@@ -1,0 +1,243 @@
+"""The runner: owns the harness's event loop, the sampler, the gateway and the runtime, and turns
+one case (task, row, sample) into one episode.
+
+Everything async runs on one background event loop thread (`LoopThread`); pytest's thread only
+submits work and waits on futures (the one sync bridge).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .config import HarnessConfig
+from .errors import HarnessError
+from .records import SessionOutcome, Status, Trace, Usage
+from .runtimes.base import AgentRef, AgentRuntime
+from .tasks import TaskSpec, build_payload
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An asyncio loop on a daemon thread; `submit` schedules a coroutine from any thread."""
+
+    def __init__(self, name: str = "agentcore-rl-loop") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return self.submit(coro).result(timeout)
+
+    def close(self) -> None:
+        if self.loop.is_closed():
+            return
+
+        async def _cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            self.run(_cancel_all(), timeout=30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=10)
+            self.loop.close()
+
+
+@dataclass(frozen=True)
+class Case:
+    """One pytest item of a task: a dataset row and a sample index within its group."""
+
+    spec: TaskSpec
+    row: dict[str, Any]
+    sample_index: int
+    phase: str
+
+    @property
+    def row_id(self) -> str:
+        return str(self.row["id"])
+
+    @property
+    def group_id(self) -> str:
+        return f"{self.spec.name}/{self.row_id}/{self.phase}"
+
+
+@dataclass(frozen=True)
+class Episode:
+    """What came back from one agent session, before the task scored it."""
+
+    case: Case
+    session_id: str
+    outcome: SessionOutcome
+    traces: tuple[Trace, ...]
+    turns: int
+    usage: Usage
+    session_metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def new_session_id() -> str:
+    """An unguessable session key, 44 chars (ACR wants 33-256)."""
+    return "arl-" + secrets.token_hex(20)
+
+
+def case_seed(run_seed: int, case: Case) -> int:
+    key = f"{run_seed}/{case.spec.name}/{case.row_id}/{case.sample_index}/{case.phase}"
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big")
+
+
+class Harness:
+    """Sampler + gateway + runtime for one pytest session. Start lazily, close once."""
+
+    def __init__(self, config: HarnessConfig, *, progress: Any = None) -> None:
+        self.config = config
+        self.loop = LoopThread()
+        self._progress = progress or (lambda message: None)
+        self._sampler: Any = None
+        self.gateway: Any = None
+        self.runtime: AgentRuntime | None = None
+        self.model_id = ""
+        self._start_lock = threading.Lock()
+        self._slots: asyncio.Semaphore | None = None
+
+    def start(self) -> None:
+        with self._start_lock:
+            if self.gateway is not None:
+                return
+            from .gateway.rendering import ChatTemplateRenderer
+            from .gateway.server import GatewayConfig, GatewayServer
+            from .models import load_model, load_tokenizer, resolve_model
+            from .runtimes.local import LocalRuntime
+            from .samplers.hf_local import HFLocalSampler
+
+            cfg = self.config
+            started = time.monotonic()
+            model_dir = resolve_model(cfg.model.name)
+            tokenizer = load_tokenizer(model_dir)
+            model = load_model(model_dir, dtype=cfg.model.dtype)
+            self._sampler = HFLocalSampler(
+                model,
+                max_batch_size=cfg.sampler.max_batch_size,
+                batch_wait_s=cfg.sampler.batch_wait_s,
+            )
+            self.model_id = cfg.model.name
+            self.gateway = GatewayServer(
+                sampler=self._sampler,
+                renderer=ChatTemplateRenderer(tokenizer),
+                model_id=self.model_id,
+                config=GatewayConfig(
+                    host=cfg.gateway.host,
+                    port=cfg.gateway.port,
+                    max_body_bytes=cfg.gateway.max_body_bytes,
+                    sampling=cfg.sampling.to_params(),
+                ),
+            )
+            self.gateway.start()
+            self.runtime = LocalRuntime(
+                concurrency=cfg.runtime.concurrency,
+                startup_timeout_s=cfg.runtime.startup_timeout_s,
+                env_passthrough=tuple(cfg.runtime.env_passthrough),
+            )
+            self._progress(
+                f"agentcore-rl: model {cfg.model.name} ({model_dir}) loaded, gateway at "
+                f"{self.gateway.base_url} in {time.monotonic() - started:.1f}s"
+            )
+
+    def submit(self, case: Case) -> concurrent.futures.Future[Episode]:
+        self.start()
+        return self.loop.submit(self.run_case(case))
+
+    async def run_case(self, case: Case) -> Episode:
+        """Run one case when a session slot is free (bounds live gateway + agent sessions)."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.config.runtime.concurrency)
+        async with self._slots:
+            return await self._run_case(case)
+
+    async def _run_case(self, case: Case) -> Episode:
+        """Open a gateway session, run the agent once, collect its traces. Never loses tokens."""
+        assert self.gateway is not None and self.runtime is not None
+        cfg = self.config
+        session_id = new_session_id()
+        params = cfg.sampling.to_params()
+        seeded = type(params)(**{**params.__dict__, "seed": case_seed(cfg.seed, case)})
+        self.gateway.sessions.open(session_id=session_id, sampling=seeded)
+        rollout_info = {
+            "base_url": self.gateway.base_url,
+            "model_id": self.model_id,
+            "api_key": session_id,
+            "sampling_params": {
+                "temperature": params.temperature,
+                "top_p": params.top_p,
+                "top_k": params.top_k,
+                "max_tokens": params.max_tokens,
+            },
+        }
+        started = time.monotonic()
+        try:
+            payload = build_payload(case.spec, case.row, rollout_info)
+            outcome = await self.runtime.run_session(
+                agent=AgentRef(task=case.spec.name, agent=case.spec.agent_path()),
+                session_id=session_id,
+                payload=payload,
+                timeout_s=cfg.eval.timeout_s,
+            )
+        except HarnessError as exc:
+            outcome = SessionOutcome(
+                status=Status.INFRA_ERROR,
+                result=None,
+                error=f"{type(exc).__name__}: {exc}",
+                elapsed_s=time.monotonic() - started,
+            )
+        finally:
+            finished = self.gateway.sessions.finish(session_id)
+        return Episode(
+            case=case,
+            session_id=session_id,
+            outcome=outcome,
+            traces=tuple(finished.traces),
+            turns=finished.turns,
+            usage=finished.usage,
+            session_metadata=dict(finished.metadata),
+        )
+
+    def versions(self) -> dict[str, str]:
+        from importlib.metadata import PackageNotFoundError, version
+
+        found = {}
+        for package in ("agentcore-rl-harness", "torch", "transformers", "bedrock-agentcore"):
+            try:
+                found[package] = version(package)
+            except PackageNotFoundError:
+                continue
+        return found
+
+    def close(self) -> None:
+        try:
+            if self.runtime is not None:
+                self.loop.run(self.runtime.aclose(), timeout=60)
+        finally:
+            self.loop.close()
+            if self.gateway is not None:
+                self.gateway.stop()
+            if self._sampler is not None:
+                self._sampler.close()

@@ -1,0 +1,67 @@
+"""The run directory: resolved config, append-only rollouts.jsonl, and reading it back."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import HarnessError
+from .records import Rollout
+
+ROLLOUTS = "rollouts.jsonl"
+
+
+def default_run_dir(mode: str, base: Path) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    return base / "outputs" / f"{stamp}-{mode}"
+
+
+class RunStore:
+    """One run directory. `append` is thread-safe and flushes each record before returning."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir).resolve()
+        self._lock = threading.Lock()
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise HarnessError(f"cannot create run directory {self.run_dir}: {exc}") from exc
+        self._file = open(self.run_dir / ROLLOUTS, "a", encoding="utf-8")
+
+    def write_config(self, resolved: dict[str, Any]) -> None:
+        text = yaml.safe_dump(resolved, sort_keys=False)
+        (self.run_dir / "config.yaml").write_text(text, encoding="utf-8")
+
+    def append(self, rollout: Rollout) -> None:
+        line = json.dumps(rollout.to_json(), ensure_ascii=False, allow_nan=False)
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def read_rollouts(run_dir: Path) -> list[Rollout]:
+    """All complete records; a torn last line (a killed run) is ignored, corrupt lines raise."""
+    path = Path(run_dir) / ROLLOUTS
+    if not path.is_file():
+        raise HarnessError(f"{path} does not exist; is {run_dir} a run directory?")
+    lines = path.read_text(encoding="utf-8").split("\n")
+    rollouts = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rollouts.append(Rollout.from_json(json.loads(line)))
+        except (ValueError, KeyError) as exc:
+            if number == len(lines):  # an unterminated final line: the write was cut off
+                break
+            raise HarnessError(f"{path}:{number}: not a rollout record: {exc}") from exc
+    return rollouts

@@ -1,0 +1,210 @@
+"""Declaring tasks and rewards like test cases: `@task`, `@reward`, dataset loading, payloads.
+
+A task is a test function whose cases are dataset rows x samples. The decorator only attaches a
+`TaskSpec`; the pytest plugin expands it into items, the runner rolls each item out.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import DatasetError
+
+TASK_ATTR = "__agentcore_rl_task__"
+SPLITS = ("train", "test")
+
+
+@dataclass(frozen=True)
+class RewardFn:
+    """A named, weighted reward `(rollout, row) -> float`; may be `async def`."""
+
+    fn: Callable[..., Any]
+    weight: float = 1.0
+    name: str = ""
+
+    def __call__(self, rollout: Any, row: dict[str, Any]) -> Any:
+        return self.fn(rollout, row)
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+
+def reward(fn: Callable[..., Any] | None = None, *, weight: float = 1.0, name: str | None = None):
+    """Declare a reward function; usable bare (`@reward`) or with arguments (`@reward(weight=2)`)."""
+
+    def wrap(function: Callable[..., Any]) -> RewardFn:
+        if not callable(function):
+            raise TypeError(f"@reward expects a function, got {function!r}")
+        return RewardFn(fn=function, weight=float(weight), name=name or function.__name__)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    dataset: str
+    agent: str | None
+    samples: int
+    rewards: tuple[RewardFn, ...]
+    payload: Callable[[dict[str, Any]], dict[str, Any]] | None
+    splits: dict[str, str] | None
+    tags: tuple[str, ...]
+    base_dir: Path
+    fn: Callable[..., Any] = field(repr=False, compare=False)
+
+    def agent_path(self) -> str | None:
+        """The agent as the local runtime needs it: a file path made absolute, or `module:app`."""
+        if self.agent is None:
+            return None
+        if self.agent.endswith(".py"):
+            return str((self.base_dir / self.agent).resolve())
+        return self.agent
+
+
+def task(
+    *,
+    dataset: str,
+    agent: str | None = None,
+    samples: int = 1,
+    rewards: Sequence[RewardFn | Callable[..., Any]] = (),
+    payload: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    splits: dict[str, str] | None = None,
+    tags: Sequence[str] = (),
+    name: str | None = None,
+):
+    """Declare a task test: one case per dataset row x sample, `samples` cases form a group."""
+    if not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"@task(samples={samples!r}): samples must be an integer >= 1")
+    reward_fns = tuple(r if isinstance(r, RewardFn) else reward(r) for r in rewards)
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        base_dir = Path(inspect.getfile(fn)).resolve().parent
+        spec = TaskSpec(
+            name=name or fn.__name__,
+            dataset=dataset,
+            agent=agent,
+            samples=samples,
+            rewards=reward_fns,
+            payload=payload,
+            splits=dict(splits) if splits else None,
+            tags=tuple(tags),
+            base_dir=base_dir,
+            fn=fn,
+        )
+        setattr(fn, TASK_ATTR, spec)
+        return fn
+
+    return wrap
+
+
+def task_spec(obj: Any) -> TaskSpec | None:
+    return getattr(obj, TASK_ATTR, None)
+
+
+def load_rows(spec: TaskSpec, split: str) -> list[dict[str, Any]]:
+    """Rows of `split` ("train" / "test"), each with a string `id` and its `split`."""
+    if split not in SPLITS:
+        raise DatasetError(f"unknown split {split!r}; valid splits: {list(SPLITS)}")
+    source = spec.dataset
+    if source.startswith("hf:"):
+        rows = _load_hf(spec, source[3:], split)
+    else:
+        rows = _load_file(spec, source, split)
+    seen: set[str] = set()
+    for row in rows:
+        if row["id"] in seen:
+            raise DatasetError(
+                f"task {spec.name}: duplicate row id {row['id']!r} in {source}; ids must be unique"
+            )
+        seen.add(row["id"])
+    return rows
+
+
+def _load_file(spec: TaskSpec, source: str, split: str) -> list[dict[str, Any]]:
+    path = (spec.base_dir / source).resolve()
+    if not path.is_file():
+        raise DatasetError(f"task {spec.name}: dataset file {path} does not exist")
+    builders = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+    builder = builders.get(path.suffix)
+    if builder is None:
+        raise DatasetError(
+            f"task {spec.name}: unsupported dataset format {path.suffix!r}; use one of "
+            f"{sorted(builders)} or hf:<name>"
+        )
+    from datasets import load_dataset
+
+    try:
+        data = load_dataset(builder, data_files=str(path), split="train")
+    except Exception as exc:  # datasets raises many types; translate at the seam
+        raise DatasetError(f"task {spec.name}: cannot load {path}: {exc}") from exc
+    all_rows = [_with_id(dict(row), index) for index, row in enumerate(data)]
+    if spec.splits:
+        wanted = spec.splits.get(split, split)
+        return [row for row in all_rows if row.get("split") == wanted]
+    if all_rows and all("split" not in row for row in all_rows):
+        raise DatasetError(
+            f"task {spec.name}: rows in {path} have no `split` field; add "
+            '"split": "train"|"test" to each row or pass @task(splits=...)'
+        )
+    return [row for row in all_rows if row.get("split") == split]
+
+
+def _load_hf(spec: TaskSpec, name: str, split: str) -> list[dict[str, Any]]:
+    from datasets import load_dataset
+
+    dataset_name, _, config = name.partition(":")
+    hf_split = (spec.splits or {}).get(split, split)
+    try:
+        data = load_dataset(dataset_name, config or None, split=hf_split)
+    except Exception as exc:
+        raise DatasetError(
+            f"task {spec.name}: cannot load hf:{name} split {hf_split!r}: {exc}"
+        ) from exc
+    return [{**_with_id(dict(row), index), "split": split} for index, row in enumerate(data)]
+
+
+def _with_id(row: dict[str, Any], index: int) -> dict[str, Any]:
+    row_id = row.get("id")
+    row["id"] = f"row-{index}" if row_id is None else str(row_id)
+    return row
+
+
+def build_payload(spec: TaskSpec, row: dict[str, Any], rollout_info: dict[str, Any]) -> dict:
+    """The invoke payload: `payload(row)`, else row["payload"], else the row; plus `_rollout`."""
+    if spec.payload is not None:
+        body = spec.payload(copy.deepcopy(row))
+    elif "payload" in row:
+        body = copy.deepcopy(row["payload"])
+    else:
+        body = copy.deepcopy(row)
+    if not isinstance(body, dict):
+        raise DatasetError(
+            f"task {spec.name}: payload for row {row.get('id')!r} must be a JSON object, "
+            f"got {type(body).__name__}"
+        )
+    try:
+        json.dumps(body)
+    except TypeError as exc:
+        raise DatasetError(
+            f"task {spec.name}: payload for row {row.get('id')!r} is not JSON-serialisable: {exc}"
+        ) from exc
+    if "_rollout" in body:
+        raise DatasetError(
+            f"task {spec.name}: payload for row {row.get('id')!r} already has the reserved key "
+            "`_rollout`; rename it"
+        )
+    body["_rollout"] = rollout_info
+    return body
+
+
+def case_id(row_id: str, sample_index: int) -> str:
+    prefix = f"row-{row_id}" if row_id.isdigit() else row_id
+    return f"{prefix}-s{sample_index}"

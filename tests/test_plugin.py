@@ -1,0 +1,120 @@
+"""The plugin as a black box through pytester (no model is started by these tests)."""
+
+import json
+
+import pytest
+
+TASK_FILE = """
+import agentcore_rl_harness as arl
+
+@arl.task(dataset="data.jsonl", agent="agent.py", samples=2)
+def test_echo(rollout, row):
+    assert rollout.result.get("answer") == row["answer"]
+
+def test_ordinary():
+    assert 1 + 1 == 2
+"""
+
+
+@pytest.fixture
+def project(pytester):
+    rows = [{"id": f"r{i}", "split": "test" if i < 3 else "train", "answer": i} for i in range(5)]
+    pytester.path.joinpath("data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    pytester.makepyfile(test_task=TASK_FILE)
+    return pytester
+
+
+def test_without_flag_tasks_skip_with_reason_and_ordinary_tests_run(project):
+    result = project.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*run it with `pytest --agentcore-rl eval`*"])
+
+
+def test_collect_only_expands_rows_times_samples(project):
+    result = project.runpytest("--agentcore-rl", "eval", "--collect-only", "-q",
+                               "--agentcore-rl-out", "out")
+    result.stdout.fnmatch_lines([
+        "test_task.py::test_echo[r0-s0]",
+        "test_task.py::test_echo[r0-s1]",
+        "test_task.py::test_echo[r2-s1]",
+        "test_task.py::test_ordinary",
+    ])
+    assert "r3" not in result.stdout.str()  # train rows are not evaluated
+    assert (project.path / "out" / "config.yaml").is_file()
+
+
+def test_max_rows_and_samples_overrides(project):
+    result = project.runpytest(
+        "--agentcore-rl", "eval", "--collect-only", "-q", "--agentcore-rl-out", "out",
+        "--agentcore-rl-set", "eval.max_rows=1", "--agentcore-rl-set", "eval.samples=3",
+    )
+    result.stdout.fnmatch_lines(["*test_echo[r0-s2]*", "*4 tests collected*"])
+
+
+def test_collect_mode_uses_train_split(project):
+    result = project.runpytest("--agentcore-rl", "collect", "--collect-only", "-q",
+                               "--agentcore-rl-out", "out", "-k", "echo")
+    result.stdout.fnmatch_lines(["*test_echo[r3-s0]*", "*test_echo[r4-s1]*"])
+
+
+def test_unknown_mode_is_a_usage_error_naming_choices(project):
+    result = project.runpytest("--agentcore-rl", "bogus")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--agentcore-rl 'bogus': unknown mode; valid choices: eval, collect, train, run*"])
+
+
+def test_bad_override_is_a_usage_error_listing_options(project):
+    result = project.runpytest("--agentcore-rl", "eval", "--agentcore-rl-set", "model=nope",
+                               "--agentcore-rl-out", "out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*Could not find 'model/nope'*"])
+    assert "tiny" in result.stderr.str()
+
+
+def test_override_without_equals_and_flags_without_mode(project):
+    result = project.runpytest("--agentcore-rl", "eval", "--agentcore-rl-set", "model")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*expected KEY=VALUE*"])
+    result = project.runpytest("--agentcore-rl-set", "model=tiny")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--agentcore-rl-set needs --agentcore-rl MODE*"])
+
+
+def test_unknown_config_key_and_bad_type(project):
+    result = project.runpytest("--agentcore-rl", "eval", "--agentcore-rl-set", "+eval.foo=1")
+    assert "unknown config key(s) ['foo'] under eval" in result.stderr.str()
+    result = project.runpytest("--agentcore-rl", "eval", "--agentcore-rl-set", "eval.timeout_s=soon")
+    result.stderr.fnmatch_lines(["*eval.timeout_s must be float*"])
+
+
+def test_project_config_dir_and_ini_overrides(project):
+    configs = project.path / "configs"
+    configs.mkdir()
+    (configs / "config.yaml").write_text(
+        "defaults:\n  - agentcore_rl_base\n  - override model: tiny\n  - _self_\neval:\n  max_rows: 2\n"
+    )
+    project.makeini("[pytest]\nagentcore_rl_set =\n    eval.samples=1\n")
+    result = project.runpytest("--agentcore-rl", "eval", "--collect-only", "-q",
+                               "--agentcore-rl-out", "out")
+    result.stdout.fnmatch_lines(["*3 tests collected*"])
+    written = (project.path / "out" / "config.yaml").read_text()
+    assert "name: tiny" in written and "max_rows: 2" in written
+
+
+def test_training_modes_say_they_are_not_available_yet(project):
+    result = project.runpytest("--agentcore-rl", "run", "--agentcore-rl-out", "out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*this version implements eval, collect*"])
+
+
+def test_missing_dataset_is_a_collection_error_with_the_path(pytester):
+    pytester.makepyfile(test_t="""
+import agentcore_rl_harness as arl
+
+@arl.task(dataset="missing.jsonl", agent="agent.py")
+def test_x(rollout, row):
+    pass
+""")
+    result = pytester.runpytest("--agentcore-rl", "eval", "--agentcore-rl-out", "out")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*dataset file*missing.jsonl does not exist*"])

@@ -1,0 +1,59 @@
+import json
+
+import pytest
+
+from agentcore_rl_harness.errors import HarnessError
+from agentcore_rl_harness.records import Rollout, Status, Trace, Usage
+from agentcore_rl_harness.store import RunStore, read_rollouts
+
+
+def make_rollout(row_id="r1", **changes):
+    base = dict(
+        run_id="run", task="t", row_id=row_id, sample_index=0, group_id=f"t/{row_id}/eval",
+        phase="eval", step=None, session_id="arl-x", status=Status.COMPLETED, error=None,
+        reward=1.0, rewards={"ok": 1.0}, success=True, result={"answer": 3}, turns=1,
+        usage=Usage(prompt_tokens=5, completion_tokens=2), elapsed_s=0.5,
+        traces=(Trace(token_ids=(1, 2, 3, 4), prompt_length=2, loss_mask=(1, 1),
+                      logprobs=(-0.1, -0.2), finish_reason="stop"),),
+    )
+    base.update(changes)
+    return Rollout(**base)
+
+
+def test_append_is_flushed_and_round_trips(tmp_path):
+    store = RunStore(tmp_path / "run")
+    store.append(make_rollout("a"))
+    # visible to another reader before close: a killed run keeps what finished
+    assert [r.row_id for r in read_rollouts(tmp_path / "run")] == ["a"]
+    store.append(make_rollout("b", status=Status.TIMEOUT, success=False, reward=None))
+    store.close()
+    rollouts = read_rollouts(tmp_path / "run")
+    assert rollouts[1].status is Status.TIMEOUT
+    assert rollouts[0] == make_rollout("a")
+
+
+def test_torn_last_line_is_ignored_but_corruption_is_not(tmp_path):
+    store = RunStore(tmp_path)
+    store.append(make_rollout("a"))
+    store.close()
+    path = tmp_path / "rollouts.jsonl"
+    with open(path, "a") as f:
+        f.write('{"schema_version": 1, "run_id"')
+    assert len(read_rollouts(tmp_path)) == 1
+    path.write_text("not json\n" + json.dumps(make_rollout().to_json()) + "\n")
+    with pytest.raises(HarnessError, match="rollouts.jsonl:1"):
+        read_rollouts(tmp_path)
+
+
+def test_trace_invariants_are_enforced():
+    with pytest.raises(ValueError, match="inconsistent trace"):
+        Trace(token_ids=(1, 2, 3), prompt_length=1, loss_mask=(1,), logprobs=(0.0, 0.0),
+              finish_reason="stop")
+    with pytest.raises(ValueError, match="must carry its sampled logprob"):
+        Trace(token_ids=(1, 2), prompt_length=1, loss_mask=(1,), logprobs=(None,),
+              finish_reason="stop")
+
+
+def test_missing_run_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(HarnessError, match="is .* a run directory"):
+        read_rollouts(tmp_path / "nope")

@@ -1,0 +1,97 @@
+import json
+
+import pytest
+
+import agentcore_rl_harness as arl
+from agentcore_rl_harness.errors import DatasetError
+from agentcore_rl_harness.tasks import build_payload, case_id, load_rows, task_spec
+
+
+def _write_jsonl(path, rows):
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def _spec(tmp_path, dataset="data.jsonl", **kwargs):
+    def test_something(rollout, row):
+        pass
+
+    # the decorator resolves paths against the defining file; point it at tmp_path
+    spec = task_spec(arl.task(dataset=dataset, **kwargs)(test_something))
+    return type(spec)(**{**spec.__dict__, "base_dir": tmp_path})
+
+
+def test_rows_are_split_and_keep_ids(tmp_path):
+    _write_jsonl(
+        tmp_path / "data.jsonl",
+        [{"id": "a", "split": "train", "q": 1}, {"id": 7, "split": "test", "q": 2}],
+    )
+    spec = _spec(tmp_path)
+    assert [r["id"] for r in load_rows(spec, "train")] == ["a"]
+    test_rows = load_rows(spec, "test")
+    assert test_rows == [{"id": "7", "split": "test", "q": 2}]
+
+
+def test_missing_ids_are_derived_from_position(tmp_path):
+    _write_jsonl(tmp_path / "data.jsonl", [{"split": "test"}, {"split": "test"}])
+    assert [r["id"] for r in load_rows(_spec(tmp_path), "test")] == ["row-0", "row-1"]
+
+
+def test_csv_and_named_splits(tmp_path):
+    (tmp_path / "d.csv").write_text("id,split,x\nr1,dev,1\nr2,fit,2\n")
+    spec = _spec(tmp_path, dataset="d.csv", splits={"train": "fit", "test": "dev"})
+    assert [r["id"] for r in load_rows(spec, "test")] == ["r1"]
+    assert [r["id"] for r in load_rows(spec, "train")] == ["r2"]
+
+
+def test_rows_without_split_are_a_clear_error(tmp_path):
+    _write_jsonl(tmp_path / "data.jsonl", [{"id": 1}])
+    with pytest.raises(DatasetError, match="no `split` field"):
+        load_rows(_spec(tmp_path), "test")
+
+
+def test_missing_file_and_bad_format_and_duplicates(tmp_path):
+    with pytest.raises(DatasetError, match="does not exist"):
+        load_rows(_spec(tmp_path, dataset="nope.jsonl"), "test")
+    (tmp_path / "d.txt").write_text("x")
+    with pytest.raises(DatasetError, match="unsupported dataset format"):
+        load_rows(_spec(tmp_path, dataset="d.txt"), "test")
+    _write_jsonl(tmp_path / "data.jsonl", [{"id": 1, "split": "test"}, {"id": 1, "split": "test"}])
+    with pytest.raises(DatasetError, match="duplicate row id"):
+        load_rows(_spec(tmp_path), "test")
+
+
+def test_payload_sources_and_reserved_key(tmp_path):
+    info = {"base_url": "http://127.0.0.1:1/v1"}
+    spec = _spec(tmp_path)
+    assert build_payload(spec, {"id": "1", "q": 2}, info) == {"id": "1", "q": 2, "_rollout": info}
+    assert build_payload(spec, {"id": "1", "payload": {"p": 1}}, info) == {"p": 1, "_rollout": info}
+    custom = _spec(tmp_path, payload=lambda row: {"prompt": row["q"]})
+    assert build_payload(custom, {"id": "1", "q": "hi"}, info) == {"prompt": "hi", "_rollout": info}
+    with pytest.raises(DatasetError, match="reserved key"):
+        build_payload(spec, {"id": "1", "_rollout": 1}, info)
+    listy = _spec(tmp_path, payload=lambda row: [1])
+    with pytest.raises(DatasetError, match="must be a JSON object"):
+        build_payload(listy, {"id": "1"}, info)
+
+
+def test_reward_decorator_forms():
+    @arl.reward
+    def plain(rollout, row):
+        return 1.0
+
+    @arl.reward(weight=0.5, name="half")
+    def weighted(rollout, row):
+        return 2.0
+
+    assert (plain.name, plain.weight, plain(None, {})) == ("plain", 1.0, 1.0)
+    assert (weighted.name, weighted.weight, weighted(None, {})) == ("half", 0.5, 2.0)
+
+
+def test_task_validates_samples():
+    with pytest.raises(ValueError, match="samples must be an integer >= 1"):
+        arl.task(dataset="x.jsonl", samples=0)
+
+
+def test_case_ids_are_readable():
+    assert case_id("17", 0) == "row-17-s0"
+    assert case_id("arith-003", 2) == "arith-003-s2"
