@@ -93,9 +93,9 @@ class LocalRuntime:
     async def run_session(
         self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float
     ) -> SessionOutcome:
-        if self._closed:
-            raise RuntimeStartError("LocalRuntime is closed; create a new one to run sessions")
         async with self._slots:
+            if self._closed:
+                raise RuntimeStartError("LocalRuntime is closed; create a new one to run sessions")
             started = time.monotonic()
             try:
                 result = await self._run(agent, session_id, payload, timeout_s)

@@ -1,0 +1,73 @@
+import pytest
+
+from agentcore_rl_harness.config import compose_config, default_config_source
+from agentcore_rl_harness.errors import ConfigError
+
+
+def test_packaged_defaults_are_the_embedded_default():
+    cfg = compose_config().typed
+    assert cfg.model.name == "smollm2-135m-instruct"
+    assert (cfg.sampler.kind, cfg.runtime.kind, cfg.gateway.host) == ("hf", "local", "127.0.0.1")
+    assert cfg.eval.split == "test"
+
+
+def test_overrides_reach_typed_nodes():
+    composed = compose_config(["model=tiny", "sampling.temperature=0.5", "eval.max_rows=3"])
+    assert composed.typed.model.name == "tiny"
+    params = composed.typed.sampling.to_params()
+    assert params.temperature == 0.5 and params.top_k == 0
+    assert composed.resolved["eval"]["max_rows"] == 3
+    assert composed.overrides == ("model=tiny", "sampling.temperature=0.5", "eval.max_rows=3")
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("model=nope", "Could not find 'model/nope'"),
+        ("eval.nokey=1", "Could not override 'eval.nokey'"),
+        ("+eval.nokey=1", "unknown config key(s) ['nokey'] under eval"),
+        ("eval.max_rows=abc", "eval.max_rows must be int"),
+        ("sampling.temperature=hot", "sampling.temperature must be float"),
+        ("runtime.kind=agentcore", "valid choices: ['local']"),
+    ],
+)
+def test_bad_overrides_name_the_problem(override, message):
+    with pytest.raises(ConfigError) as info:
+        compose_config([override])
+    assert message in str(info.value)
+
+
+def test_project_dir_extends_packaged_defaults(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "mine.yaml").write_text("name: /some/folder\n")
+    (tmp_path / "config.yaml").write_text(
+        "defaults:\n  - agentcore_rl_base\n  - override model: mine\n  - _self_\nseed: 7\n"
+    )
+    typed = compose_config(source=tmp_path).typed
+    assert (typed.model.name, typed.seed, typed.runtime.kind) == ("/some/folder", 7, "local")
+    # the packaged groups stay selectable
+    assert compose_config(["model=tiny"], source=tmp_path).typed.model.name == "tiny"
+
+
+def test_single_composed_yaml_file(tmp_path):
+    resolved = compose_config(["model=tiny"]).resolved
+    import yaml
+
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(resolved))
+    again = compose_config(["eval.max_rows=1"], source=path)
+    assert again.typed.model.name == "tiny" and again.typed.eval.max_rows == 1
+
+
+def test_missing_config_yaml_and_bad_path(tmp_path):
+    with pytest.raises(ConfigError, match="has no config.yaml"):
+        compose_config(source=tmp_path)
+    with pytest.raises(ConfigError, match="not a directory with config.yaml"):
+        compose_config(source=tmp_path / "x.txt")
+
+
+def test_default_source_is_project_configs(tmp_path):
+    assert default_config_source(tmp_path) is None
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "config.yaml").write_text("defaults: [agentcore_rl_base, _self_]\n")
+    assert default_config_source(tmp_path) == tmp_path / "configs"
