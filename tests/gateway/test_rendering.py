@@ -125,3 +125,5 @@ def test_encode_decode_round_trip_keeps_special_tokens(renderer, im_end):
     ids = renderer.encode("hello<|im_end|>")
     assert ids[-1] == im_end
     assert renderer.decode(ids) == "hello<|im_end|>"
+    messages = [{"role": "user", "content": "hi"}]
+    assert renderer.render_ids(messages) == renderer.encode(renderer.render(messages))

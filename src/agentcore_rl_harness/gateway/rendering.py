@@ -176,6 +176,10 @@ class ChatTemplateRenderer:
         except Exception as exc:  # jinja raises many types; all mean "cannot render these"
             raise RenderError(f"chat template failed to render the messages: {exc}") from exc
 
+    def render_ids(self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+        """Prompt token ids for a fresh conversation (with the generation prompt)."""
+        return self.encode(self.render(messages, tools=tools))
+
     def encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 

@@ -1,0 +1,84 @@
+"""`SessionStore`: unguessable keys, finish closes, delete forgets, safe across threads."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from agentcore_rl_harness.gateway.sessions import (
+    SessionClosedError,
+    SessionError,
+    SessionExistsError,
+    SessionStore,
+    UnknownSessionError,
+)
+from agentcore_rl_harness.gateway.turn import RequestedSampling, effective_sampling, run_turn
+from agentcore_rl_harness.records import SamplingParams
+from agentcore_rl_harness.samplers.scripted import ScriptedSampler
+
+
+def test_open_generates_unguessable_distinct_ids(renderer):
+    store = SessionStore(renderer=renderer)
+    ids = {store.open() for _ in range(50)}
+    assert len(ids) == 50 and all(len(i) >= 33 for i in ids)
+    assert store.open(session_id="my-session") == "my-session"
+    with pytest.raises(SessionExistsError):
+        store.open(session_id="my-session")
+    with pytest.raises(SessionError, match="not usable"):
+        store.open(session_id="has space")
+
+
+def test_finish_closes_and_delete_forgets(renderer):
+    store = SessionStore(renderer=renderer, default_sampling=SamplingParams(max_tokens=9))
+    session_id = store.open()
+    assert store.get(session_id).sampling.max_tokens == 9
+    finished = store.finish(session_id)
+    assert finished.traces == () and finished.turns == 0 and finished.session_id == session_id
+    with pytest.raises(SessionClosedError):
+        store.get(session_id)
+    with pytest.raises(SessionClosedError):
+        store.finish(session_id)
+    store.delete(session_id)
+    with pytest.raises(UnknownSessionError):
+        store.get(session_id)
+    with pytest.raises(UnknownSessionError):
+        store.delete(session_id)
+
+
+def test_turn_on_a_deleted_session_is_refused(renderer):
+    store = SessionStore(renderer=renderer)
+    session = store.get(store.open())
+    store.delete(session.session_id)
+    with pytest.raises(SessionClosedError):
+        session.plan([{"role": "user", "content": "hi"}], None)
+
+
+def test_concurrent_turns_from_threads_are_all_recorded(renderer):
+    store = SessionStore(renderer=renderer)
+    session_id = store.open()
+    sampler = ScriptedSampler(lambda prompt, params: "ok", encode=renderer.encode)
+
+    def agent(index):
+        asyncio.run(run_turn(session=store.get(session_id), sampler=sampler, renderer=renderer,
+                             messages=[{"role": "user", "content": f"q{index}"}], tools=None,
+                             requested=RequestedSampling()))
+
+    threads = [threading.Thread(target=agent, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    finished = store.finish(session_id)
+    assert finished.turns == 8 and len(finished.traces) == 8 and finished.metadata["forks"] == 7
+
+
+def test_effective_sampling_only_lets_the_agent_lower_max_tokens():
+    session = SamplingParams(temperature=0.5, max_tokens=10, stop_token_ids=(7,))
+    params, overrides = effective_sampling(session, RequestedSampling(temperature=0.5, max_tokens=4), (2,))
+    assert params == SamplingParams(temperature=0.5, max_tokens=4, stop_token_ids=(2, 7)) and overrides == []
+    params, overrides = effective_sampling(
+        session, RequestedSampling(temperature=1.0, top_p=0.5, top_k=3, seed=1, max_tokens=99, stop=("x",)), (2,))
+    assert params.max_tokens == 10 and params.temperature == 0.5
+    assert sorted(overrides) == ["max_tokens", "seed", "stop", "temperature", "top_k", "top_p"]
