@@ -22,14 +22,38 @@ app = BedrockAgentCoreApp()
 MAX_MODEL_CALLS = 3
 MAX_TOKENS = 96
 
-SYSTEM_PROMPT = """You are a calculator assistant. Use the calculator tool, then say the answer.
-Example:
-user: What is 12 + 7?
-assistant: <tool_call>
-{"name": "calculator", "arguments": {"expression": "12 + 7"}}
-</tool_call>
-tool: 19
-assistant: The answer is 19."""
+SYSTEM_PROMPT = "You are a calculator assistant. Use the calculator tool, then say the answer."
+
+# Worked examples, sent as real turns: a small model imitates turns far better than prose.
+FEW_SHOT = [
+    ("What is 12 + 7?", "12 + 7", "19"),
+    ("What is 85 - 31?", "85 - 31", "54"),
+]
+
+
+def example_turns() -> list[dict]:
+    messages: list[dict] = []
+    for index, (question, expression, result) in enumerate(FEW_SHOT):
+        call_id = f"example-{index}"
+        arguments = json.dumps({"expression": expression})
+        messages += [
+            {"role": "user", "content": question},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "calculator", "arguments": arguments},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call_id, "content": result},
+            {"role": "assistant", "content": f"The answer is {result}."},
+        ]
+    return messages
+
 
 TOOLS = [
     {
@@ -123,6 +147,7 @@ def invoke(payload):
     client = OpenAI(base_url=rollout["base_url"], api_key=rollout["api_key"])
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT},
+        *example_turns(),
         {"role": "user", "content": payload["prompt"]},
     ]
     reply, tool_calls, turns = "", 0, 0

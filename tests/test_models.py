@@ -86,15 +86,30 @@ def test_prepare_survives_leftovers_and_is_deterministic(tmp_cache, tiny_model_d
     assert path == half and (path / "model.safetensors").is_file()
     assert not stale.exists() and live.exists()
     assert any("preparing" in message for message in messages)
-    reference = _weights(tiny_model_dir)
-    first = _weights(path)
-    assert first.keys() == reference.keys()
-    assert all((first[key] == reference[key]).all() for key in reference)
+    reference = _weights(tiny_model_dir)  # built separately, maybe by another process
+    built = _weights(path)
+    assert built.keys() == reference.keys()
+    assert all((built[key] == reference[key]).all() for key in reference)
 
-    models.prepare_model("tiny", force=True)
-    again = _weights(path)
-    assert all((again[key] == first[key]).all() for key in first)
-    assert sorted(p.name for p in parent.iterdir() if p.name.startswith(".tiny.")) == [".tiny.tmp-live"]
+
+def test_force_rebuild_is_atomic(tiny_copy, monkeypatch):
+    def killed(folder, template):
+        (folder / "config.json").write_text("{half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(models._BUILDERS, "tiny", killed)
+    with pytest.raises(KeyboardInterrupt):
+        models.prepare_model("tiny", force=True)
+    assert models.is_prepared("tiny") and (tiny_copy / "model.safetensors").is_file()
+    assert [p.name for p in tiny_copy.parent.iterdir()] == ["tiny"]
+
+    def quick(folder, template):
+        (folder / "config.json").write_text("{}")
+
+    monkeypatch.setitem(models._BUILDERS, "tiny", quick)
+    assert models.prepare_model("tiny", force=True) == tiny_copy
+    assert sorted(p.name for p in tiny_copy.iterdir()) == sorted(["config.json", models.MARKER_FILE])
+    assert [p.name for p in tiny_copy.parent.iterdir()] == ["tiny"]
 
 
 def test_prepare_is_idempotent(tiny_copy):
