@@ -302,3 +302,57 @@ async def test_child_server_runs_as_a_module(tmp_path):
     )
     assert proc.returncode == 3
     assert json.loads(proc.stdout) == {"error": f"agent file not found: {tmp_path / 'missing.py'}"}
+
+
+def test_agent_processes_die_with_a_killed_harness(tmp_path):
+    """SIGKILL the harness process mid-session: its agent process group goes away by itself."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    agent = tmp_path / "sleepy.py"
+    agent.write_text(textwrap.dedent("""
+        import time
+        from bedrock_agentcore import BedrockAgentCoreApp
+        app = BedrockAgentCoreApp()
+
+        @app.entrypoint
+        def invoke(payload):
+            time.sleep(600)
+    """))
+    pid_file = tmp_path / "pid"
+    driver = tmp_path / "driver.py"
+    driver.write_text(textwrap.dedent(f"""
+        import asyncio
+        from agentcore_rl_harness.runtimes.base import AgentRef
+        from agentcore_rl_harness.runtimes.local import LocalRuntime
+
+        async def main():
+            runtime = LocalRuntime(concurrency=1)
+            await runtime.run_session(agent=AgentRef(task="t", agent={str(agent)!r}),
+                                      session_id="s" * 40, payload={{}}, timeout_s=600)
+
+        asyncio.run(main())
+    """))
+    harness = subprocess.Popen([sys.executable, str(driver)])
+    try:
+        deadline = time.monotonic() + 30
+        children = []
+        while time.monotonic() < deadline and not children:
+            out = subprocess.run(["pgrep", "-f", str(agent)], capture_output=True, text=True)
+            children = [int(pid) for pid in out.stdout.split()]
+            time.sleep(0.2)
+        assert children, "the agent process never started"
+        time.sleep(1.0)  # let it reach the handler
+    finally:
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        alive = subprocess.run(["pgrep", "-f", str(agent)], capture_output=True, text=True)
+        if not alive.stdout.strip():
+            break
+        time.sleep(0.2)
+    assert not alive.stdout.strip(), f"agent processes outlived the harness: {alive.stdout}"

@@ -17,8 +17,11 @@ import importlib
 import importlib.util
 import json
 import os
+import signal
 import socket
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -88,10 +91,24 @@ def _announce(ready_fd: int, message: dict[str, Any]) -> None:
         ready.write(json.dumps(message) + "\n")
 
 
+def _exit_with_parent(parent_pid: int, interval_s: float = 0.5) -> None:
+    """Kill this session's process group once the harness process is gone (even by SIGKILL)."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(interval_s)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", required=True, help="path/to/agent.py[:attr] or module:attr")
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit when it exits")
     args = parser.parse_args(argv)
+    if args.parent_pid is not None:
+        _exit_with_parent(args.parent_pid)
 
     # Keep the original stdout for the one ready line; route all other output to stderr.
     sys.stdout.flush()

@@ -175,6 +175,8 @@ class LocalRuntime:
                     str(_SERVER_SCRIPT),
                     "--agent",
                     spec,
+                    "--parent-pid",
+                    str(os.getpid()),
                     cwd=session.workdir,
                     env=env,
                     stdin=asyncio.subprocess.DEVNULL,
