@@ -158,3 +158,39 @@ def test_bad_payload_fails_the_rollout_not_the_run(pytester, tiny_model_dir):
     record = _records(pytester)[0]
     assert record["status"] == "infra_error" and "reserved key" in record["error"]
     assert result.ret == 1  # the harness could not build a payload: an infrastructure error
+
+
+def test_sigterm_stops_sessions_and_keeps_what_finished(pytester, tiny_model_dir):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rows = [{"id": "ok", "split": "test", "n": 0, "question": "hi"}] + [
+        {"id": f"hang{i}", "split": "test", "n": 0, "behaviour": "hang"} for i in range(2)
+    ]
+    _project(pytester, rows)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--agentcore-rl", "eval",
+         "--agentcore-rl-set", "model=tiny", "--agentcore-rl-set", "eval.samples=1",
+         "--agentcore-rl-set", "sampling.max_tokens=4", "--agentcore-rl-out", "run"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    rollouts = pytester.path / "run" / "rollouts.jsonl"
+    agent = str(pytester.path / "agent.py")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if rollouts.is_file() and rollouts.read_text().count("\n") >= 1:
+            break
+        time.sleep(0.3)
+    time.sleep(1.0)  # the hanging agents are live now
+    assert subprocess.run(["pgrep", "-f", agent], capture_output=True).stdout.strip()
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-2000:]
+    records = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    assert [r["row_id"] for r in records] == ["ok"]
+    report = json.loads((pytester.path / "run" / "report.json").read_text())
+    assert report["overall"]["rollouts"] == 1
+    time.sleep(1.0)
+    assert not subprocess.run(["pgrep", "-f", agent], capture_output=True).stdout.strip()

@@ -94,6 +94,24 @@ def pytest_configure(config: pytest.Config) -> None:
     except HarnessError as exc:
         raise pytest.UsageError(f"agentcore-rl: {exc}") from exc
     config.stash[SESSION_KEY] = run
+    _interrupt_on_sigterm()
+
+
+def _interrupt_on_sigterm() -> None:
+    """Treat SIGTERM like Ctrl-C, so agent sessions are stopped and reports are written."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def _write_line(config: pytest.Config, message: str) -> None:

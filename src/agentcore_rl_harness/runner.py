@@ -220,6 +220,9 @@ class Harness:
             session_metadata=dict(finished.metadata),
         )
 
+    def live_sessions(self) -> int:
+        return int(getattr(self.runtime, "live_sessions", 0) or 0)
+
     def versions(self) -> dict[str, str]:
         from importlib.metadata import PackageNotFoundError, version
 

@@ -32,6 +32,7 @@ MODES = ("eval", "collect", "train", "run")
 IMPLEMENTED_MODES = ("eval", "collect")
 SESSION_KEY = pytest.StashKey["RunSession"]()
 ERROR_TEXT_LIMIT = 4000
+PROGRESS_EVERY_S = 15.0
 
 
 class RolloutHandle:
@@ -145,8 +146,26 @@ class RunSession:
         if pending is None:
             raise HarnessError(f"no rollout was scheduled for {nodeid}")
         if pending.handle is None:
-            pending.handle = RolloutHandle(pending.future.result())
+            pending.handle = RolloutHandle(self._wait(nodeid, pending.future))
         return pending.handle
+
+    def _wait(self, nodeid: str, future: concurrent.futures.Future[Episode]) -> Episode:
+        """Wait for one rollout, printing a progress line every PROGRESS_EVERY_S seconds."""
+        while True:
+            try:
+                return future.result(timeout=PROGRESS_EVERY_S)
+            except concurrent.futures.TimeoutError:
+                self.write(self.progress_line(waiting_for=nodeid))
+
+    def progress_line(self, *, waiting_for: str | None = None) -> str:
+        done = sum(1 for p in self.pending.values() if p.future.done())
+        elapsed = time.monotonic() - self.started_monotonic
+        live = self.harness.live_sessions() if self.harness else 0
+        line = (
+            f"agentcore-rl: {done}/{len(self.pending)} rollouts finished, {live} live, "
+            f"{elapsed:.0f}s elapsed"
+        )
+        return f"{line} (waiting for {waiting_for})" if waiting_for else line
 
     def call_task(self, nodeid: str, function: Callable[..., Any], arguments: dict) -> None:
         """Fail agent-side failures, score the rewards, then run the test body."""
