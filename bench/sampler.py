@@ -1,63 +1,351 @@
-"""Aggregate tokens/s of HFLocalSampler on SmolLM2-135M: 1 session vs 8 concurrent sessions.
+"""Agent-workload throughput of HFLocalSampler (continuous batching) vs the old static batcher.
 
-Run: HF_HUB_OFFLINE=1 python bench/sampler.py [--tokens 48] [--sessions 8]
+N concurrent sessions (default 1, 8, 16) each run 3 sequential turns on SmolLM2-135M: a ~350-token
+prompt, then the previous prompt + reply + a ~20-token tool result; at most 64 new tokens per turn,
+T=1, stopping at <|im_end|>. Both samplers run in the same process on the same model; the old one
+(git HEAD before continuous batching: a batch runs until its longest row ends, newcomers wait) is
+copied below as `StaticBatchSampler`.
+
+Run: HF_HUB_OFFLINE=1 python bench/sampler.py [--sessions 1 8 16] [--turns 3] [--tokens 64]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import os
+import queue
+import random
+import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from agentcore_rl_harness.models import load_tokenizer, prepare_model
-from agentcore_rl_harness.records import SamplingParams
+import torch
+
+from agentcore_rl_harness.errors import SamplingError
+from agentcore_rl_harness.models import load_model, load_tokenizer, prepare_model
+from agentcore_rl_harness.records import FinishReason, SampleResult, SamplingParams
 from agentcore_rl_harness.samplers.hf_local import HFLocalSampler
 
+FILLER = (
+    "You are a careful assistant with a calculator tool. To use it, reply with a JSON object "
+    '{"tool": "calculator", "expression": "..."} and wait for the result. Example: the user asks '
+    "what 17 times 23 is; you call the calculator with 17*23, it returns 391, you answer 391. "
+)
 
-async def _run(sampler: HFLocalSampler, prompt: list[int], sessions: int, tokens: int) -> float:
-    params = [SamplingParams(temperature=1.0, max_tokens=tokens, seed=i) for i in range(sessions)]
+
+async def _session(sampler: Any, prompt: list[int], suffix: list[int], turns: int, params: SamplingParams) -> int:
+    generated = 0
+    for _ in range(turns):
+        result = await sampler.sample(prompt_token_ids=prompt, params=params)
+        generated += len(result.token_ids)
+        prompt = prompt + list(result.token_ids) + suffix
+    return generated
+
+
+async def _workload(sampler: Any, prompts: list[list[int]], suffix: list[int], turns: int, tokens: int, stop: int):
+    params = SamplingParams(temperature=1.0, max_tokens=tokens, stop_token_ids=(stop,))
     start = time.perf_counter()
-    results = await asyncio.gather(
-        *(sampler.sample(prompt_token_ids=prompt, params=p) for p in params)
-    )
-    elapsed = time.perf_counter() - start
-    return sum(len(result.token_ids) for result in results) / elapsed
+    counts = await asyncio.gather(*(_session(sampler, prompt, suffix, turns, params) for prompt in prompts))
+    return sum(counts), time.perf_counter() - start
+
+
+def _prompts(tokenizer: Any, sessions: int, length: int) -> tuple[list[list[int]], list[int]]:
+    def ids(text: str) -> list[int]:
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    prompts = []
+    for index in range(sessions):
+        rng = random.Random(index)
+        system = ids("<|im_start|>system\n") + (ids(FILLER) * 8)[: length - 40] + ids("<|im_end|>\n")
+        question = f"<|im_start|>user\nWhat is {rng.randrange(100, 999)} plus {rng.randrange(100, 999)}?<|im_end|>\n"
+        prompts.append(system + ids(question + "<|im_start|>assistant\n"))
+    suffix = ids("<|im_end|>\n<|im_start|>user\nTool result: 1234. Now answer.<|im_end|>\n<|im_start|>assistant\n")
+    return prompts, suffix
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--tokens", type=int, default=48)
-    parser.add_argument("--sessions", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3, help="best of N (the CPU may be shared)")
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 8, 16])
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--prompt", type=int, default=350, help="first-turn prompt length in tokens")
     args = parser.parse_args()
 
+    torch.manual_seed(0)
     path = prepare_model("smollm2-135m-instruct", progress=print)
     tokenizer = load_tokenizer(path)
-    prompt = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "Write a short poem about the sea."}],
-        add_generation_prompt=True,
-        tokenize=True,
-        return_dict=True,
-    )["input_ids"]
-    sampler = HFLocalSampler.from_path(path, max_batch_size=args.sessions)
+    stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    model = load_model(path)
+    print(f"threads {torch.get_num_threads()}, first prompt ~{args.prompt} tokens, {args.turns} turns, "
+          f"<= {args.tokens} new tokens per turn, T=1")
+    print(f"{'sessions':>8} {'sampler':>10} {'tokens':>7} {'wall s':>7} {'tok/s':>7} {'turns/s':>8}")
+    for sessions in args.sessions:
+        prompts, suffix = _prompts(tokenizer, sessions, args.prompt)
+        rates = {}
+        for name, factory in (("static", StaticBatchSampler), ("continuous", HFLocalSampler)):
+            sampler = factory(model, max_batch_size=16)
+            try:
+                asyncio.run(_workload(sampler, prompts[:1], suffix, 1, 4, stop))  # warm-up
+                tokens, elapsed = asyncio.run(_workload(sampler, prompts, suffix, args.turns, args.tokens, stop))
+            finally:
+                sampler.close()
+            rates[name] = tokens / elapsed
+            print(f"{sessions:>8} {name:>10} {tokens:>7} {elapsed:>7.1f} {tokens / elapsed:>7.1f} "
+                  f"{sessions * args.turns / elapsed:>8.2f}", flush=True)
+        print(f"{sessions:>8} {'ratio':>10} continuous/static tok/s = {rates['continuous'] / rates['static']:.2f}x",
+              flush=True)
+
+
+# ---- baseline: the static-batching HFLocalSampler from git HEAD (before continuous batching) ----
+
+_STOP = object()
+
+
+@dataclass
+class _Request:
+    prompt_token_ids: tuple[int, ...]
+    params: SamplingParams
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+
+
+class _Row:
+    """Decoding state of one request inside a batch."""
+
+    def __init__(self, request: _Request, device: Any) -> None:
+        self.request = request
+        self.params = request.params
+        self.stop_ids = frozenset(request.params.stop_token_ids)
+        self.token_ids: list[int] = []
+        self.logprobs: list[float] = []
+        self.finish_reason: FinishReason | None = None
+        self.generator = None
+        if request.params.seed is not None:
+            self.generator = torch.Generator(device=device).manual_seed(request.params.seed)
+
+    def add(self, token_id: int, logprob: float) -> None:
+        self.token_ids.append(token_id)
+        self.logprobs.append(logprob)
+        if token_id in self.stop_ids:
+            self.finish_reason = FinishReason.STOP
+        elif len(self.token_ids) >= self.params.max_tokens:
+            self.finish_reason = FinishReason.LENGTH
+
+
+def _validate(params: SamplingParams) -> None:
+    if params.max_tokens < 1:
+        raise SamplingError(f"max_tokens must be at least 1, got {params.max_tokens}")
+    if params.temperature < 0:
+        raise SamplingError(f"temperature must be >= 0, got {params.temperature}")
+    if not 0 < params.top_p <= 1:
+        raise SamplingError(f"top_p must be in (0, 1], got {params.top_p}")
+    if params.top_k < 0:
+        raise SamplingError(f"top_k must be >= 0 (0 means off), got {params.top_k}")
+
+
+def _draw(logprobs: torch.Tensor, params: SamplingParams, generator: Any) -> int:
+    """Draw one token from a row of tempered logprobs, applying top-k / top-p as a restriction."""
+    scores = logprobs
+    if params.top_k and params.top_k < scores.numel():
+        kth = torch.topk(scores, params.top_k).values[-1]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, descending=True)
+        probs = torch.softmax(sorted_scores, dim=-1)
+        outside = torch.cumsum(probs, dim=-1) - probs >= params.top_p
+        outside[0] = False
+        scores = scores.masked_fill(torch.zeros_like(outside).scatter(0, order, outside), float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator).item())
+
+
+class StaticBatchSampler:
+    """Token-in/token-out sampling from an in-process transformers causal LM.
+
+    `model` may be replaced between batches: hold `lock` while changing the weights (or call
+    `swap_model`), then `set_policy_version`. `batches_run` and `forward_calls` count work done.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        max_batch_size: int = 16,
+        batch_wait_s: float = 0.005,
+        policy_version: int = 0,
+    ) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+        self.model = model
+        self.max_batch_size = max_batch_size
+        self.batch_wait_s = batch_wait_s
+        self.policy_version = policy_version
+        self.lock = threading.RLock()
+        self.batches_run = 0
+        self.forward_calls = 0
+        self._queue: queue.Queue = queue.Queue()
+        self._closed = False
+        self._worker = threading.Thread(target=self._run, name="hf-local-sampler", daemon=True)
+        self._worker.start()
+
+    def set_policy_version(self, version: int) -> None:
+        with self.lock:
+            self.policy_version = version
+
+    def swap_model(self, model: Any, *, policy_version: int) -> None:
+        """Replace the model between batches (a batch in flight finishes on the old one)."""
+        with self.lock:
+            self.model = model
+            self.policy_version = policy_version
+
+    async def sample(self, *, prompt_token_ids: Sequence[int], params: SamplingParams) -> SampleResult:
+        if self._closed:
+            raise SamplingError("the HF local sampler is closed")
+        prompt = tuple(int(token) for token in prompt_token_ids)
+        if not prompt:
+            raise SamplingError("prompt_token_ids is empty; the model needs at least one token")
+        _validate(params)
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if limit is not None and len(prompt) + params.max_tokens > limit:
+            raise SamplingError(
+                f"prompt of {len(prompt)} tokens plus max_tokens {params.max_tokens} exceeds the "
+                f"model's {limit} positions; shorten the prompt or lower max_tokens to at most "
+                f"{max(limit - len(prompt), 0)}"
+            )
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put(_Request(prompt, params, loop, future))
+        return await future
+
+    def close(self) -> None:
+        """Stop the worker after the requests already queued are served."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(_STOP)
+            self._worker.join()
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            batch, stop = self._collect(first)
+            try:
+                with self.lock:
+                    results = self._decode(batch)
+            except Exception as exc:
+                for request in batch:
+                    error = SamplingError(
+                        f"HF local sampler failed on a batch of {len(batch)} requests: "
+                        f"{type(exc).__name__}: {exc}"
+                    )
+                    error.__cause__ = exc
+                    _deliver(request, error=error)
+            else:
+                for request, result in zip(batch, results):
+                    _deliver(request, result=result)
+            if stop:
+                return
+
+    def _collect(self, first: _Request) -> tuple[list[_Request], bool]:
+        batch = [first]
+        deadline = time.monotonic() + self.batch_wait_s
+        while len(batch) < self.max_batch_size:
+            remaining = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return batch, True
+            batch.append(item)
+        return batch, False
+
+    @torch.inference_mode()
+    def _decode(self, batch: list[_Request]) -> list[SampleResult]:
+        model = self.model
+        version = self.policy_version
+        device = getattr(model, "device", torch.device("cpu"))
+        rows = [_Row(request, device) for request in batch]
+        width = max(len(request.prompt_token_ids) for request in batch)
+        input_ids = torch.zeros((len(batch), width), dtype=torch.long, device=device)
+        attention_mask = torch.zeros_like(input_ids)
+        for index, request in enumerate(batch):
+            prompt = torch.tensor(request.prompt_token_ids, dtype=torch.long, device=device)
+            input_ids[index, width - prompt.numel():] = prompt
+            attention_mask[index, width - prompt.numel():] = 1
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        temperatures = torch.tensor(
+            [request.params.temperature or 1.0 for request in batch], dtype=torch.float32, device=device
+        ).unsqueeze(-1)
+        self.batches_run += 1
+        cache_arg, extra = _forward_kwargs(model)
+        cache = None
+        while True:
+            output = model(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                use_cache=True,
+                **{cache_arg: cache},
+                **extra,
+            )
+            self.forward_calls += 1
+            cache = getattr(output, cache_arg)
+            logprobs = torch.log_softmax(output.logits[:, -1, :].float() / temperatures, dim=-1)
+            next_ids = input_ids[:, -1].clone()
+            for index, row in enumerate(rows):
+                if row.finish_reason is not None:
+                    continue
+                if row.params.temperature == 0:
+                    token = int(torch.argmax(logprobs[index]).item())
+                else:
+                    token = _draw(logprobs[index], row.params, row.generator)
+                row.add(token, float(logprobs[index, token].item()))
+                next_ids[index] = token
+            if all(row.finish_reason is not None for row in rows):
+                break
+            input_ids = next_ids.unsqueeze(-1)
+            attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(rows), 1))], dim=-1)
+            position_ids = position_ids[:, -1:] + 1
+        return [
+            SampleResult(
+                token_ids=tuple(row.token_ids),
+                logprobs=tuple(row.logprobs),
+                finish_reason=row.finish_reason,
+                policy_version=version,
+            )
+            for row in rows
+        ]
+
+
+def _forward_kwargs(model: Any) -> tuple[str, dict[str, Any]]:
+    """The KV-cache argument name (`cache` since transformers 5.2x, else `past_key_values`)."""
+    parameters = inspect.signature(model.forward).parameters
+    cache_arg = "cache" if "cache" in parameters else "past_key_values"
+    extra = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
+    return cache_arg, extra
+
+
+def _deliver(request: _Request, *, result: SampleResult | None = None, error: BaseException | None = None) -> None:
+    def resolve() -> None:
+        if request.future.done():  # the caller cancelled
+            return
+        if error is not None:
+            request.future.set_exception(error)
+        else:
+            request.future.set_result(result)
+
     try:
-        asyncio.run(_run(sampler, prompt, 1, 4))  # warm-up
-        single = max(asyncio.run(_run(sampler, prompt, 1, args.tokens)) for _ in range(args.repeats))
-        batches_before = sampler.batches_run
-        batched = max(
-            asyncio.run(_run(sampler, prompt, args.sessions, args.tokens)) for _ in range(args.repeats)
-        )
-        batches = sampler.batches_run - batches_before
-    finally:
-        sampler.close()
-    print(f"prompt {len(prompt)} tokens, {args.tokens} new tokens per session, T=1, best of {args.repeats}")
-    print(f"1 session:  {single:7.1f} tok/s")
-    print(f"{args.sessions} sessions: {batched:7.1f} tok/s aggregate")
-    print(f"batches per {args.sessions}-session round: {batches / args.repeats:.1f}")
-    print(f"ratio:      {batched / single:7.2f}x")
+        request.loop.call_soon_threadsafe(resolve)
+    except RuntimeError:
+        pass  # the caller's event loop is closed: nobody is waiting for this result
 
 
 if __name__ == "__main__":

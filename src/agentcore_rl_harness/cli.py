@@ -77,18 +77,23 @@ def _models(args: argparse.Namespace) -> int:
 
 def _report(run_dir: Path) -> int:
     """Rebuild report.json/md and junit.xml from rollouts.jsonl and the existing report's run."""
-    from .reports.build import summarize, summarize_by_task
+    from .reports.build import build_report
     from .reports.model import Report
     from .reports.render import verdict, write_reports
+    from .session import ITEM_PHASE
     from .store import read_rollouts
+    from .training import read_steps
 
     rollouts = read_rollouts(run_dir)
     existing = run_dir / "report.json"
     if not existing.is_file():
         raise HarnessError(f"{existing} is missing: cannot recover the run's metadata")
-    previous = Report.model_validate_json(existing.read_text(encoding="utf-8"))
-    report = previous.model_copy(
-        update={"overall": summarize(rollouts), "tasks": summarize_by_task(rollouts)}
+    run = Report.model_validate_json(existing.read_text(encoding="utf-8")).run
+    report = build_report(
+        run_id=run.id, mode=run.mode, config=run.config, overrides=run.overrides,
+        versions=run.versions, git_sha=run.git_sha, started_at=run.started_at,
+        wall_time_s=run.wall_time_s, rollouts=rollouts, item_phase=ITEM_PHASE[run.mode],
+        train_steps=read_steps(run_dir),
     )
     write_reports(run_dir, report, rollouts)
     print(f"{run_dir}: {verdict(report.overall)}")

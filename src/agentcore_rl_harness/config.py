@@ -77,6 +77,64 @@ class GatesConfig:
     min_success_rate: float | None = None
 
 
+# Keys of the `trainer` node that drive the training loop (the rest configure the trainer).
+LOOP_KEYS = ("steps", "batch_rows", "checkpoint_every")
+# Keys of the `algo` node that the runner uses (the rest configure the algorithm).
+GROUP_KEYS = ("group_size",)
+
+
+@dataclass(frozen=True)
+class TrainLoopConfig:
+    steps: int = 20
+    batch_rows: int = 4
+    checkpoint_every: int = 5
+    group_size: int | None = None  # samples per train row; null = the task's `samples`
+
+
+@dataclass(frozen=True)
+class TrainerSection:
+    """The `trainer` and `algo` groups: the loop, plus each implementation's typed config."""
+
+    loop: TrainLoopConfig
+    trainer: Any  # e.g. trainers.local.LocalTrainerConfig
+    algo: Any  # e.g. trainers.grpo.GRPOConfig
+
+
+def _trainer_classes() -> dict[str, tuple[type, str]]:
+    from .trainers.local import LocalTrainerConfig
+
+    return {"local": (LocalTrainerConfig, "trainer")}
+
+
+def _algo_classes() -> dict[str, type]:
+    from .trainers.grpo import GRPOConfig
+
+    return {"grpo": GRPOConfig}
+
+
+def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> TrainerSection:
+    trainer_kind, algo_kind = trainer.get("kind"), algo.get("kind")
+    trainer_classes, algo_classes = _trainer_classes(), _algo_classes()
+    if trainer_kind not in trainer_classes:
+        raise ConfigError(
+            f"trainer={trainer_kind!r} is not available; valid choices: {sorted(trainer_classes)}"
+        )
+    if algo_kind not in algo_classes:
+        raise ConfigError(f"algo={algo_kind!r} is not available; valid choices: {sorted(algo_classes)}")
+    loop_values = {k: trainer[k] for k in LOOP_KEYS if k in trainer}
+    loop_values.update({k: algo[k] for k in GROUP_KEYS if k in algo})
+    loop = build(TrainLoopConfig, loop_values, "trainer")
+    for key in ("steps", "batch_rows", "checkpoint_every"):
+        if getattr(loop, key) < 1:
+            raise ConfigError(f"trainer.{key}={getattr(loop, key)} must be >= 1")
+    if loop.group_size is not None and loop.group_size < 2:
+        raise ConfigError(f"algo.group_size={loop.group_size} must be >= 2 (GRPO compares samples)")
+    trainer_cls, path = trainer_classes[trainer_kind]
+    impl = build(trainer_cls, {k: v for k, v in trainer.items() if k not in LOOP_KEYS}, path)
+    algo_cfg = build(algo_classes[algo_kind], {k: v for k, v in algo.items() if k not in GROUP_KEYS}, "algo")
+    return TrainerSection(loop=loop, trainer=impl, algo=algo_cfg)
+
+
 @dataclass(frozen=True)
 class HarnessConfig:
     model: ModelConfig
@@ -87,6 +145,7 @@ class HarnessConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     gates: GatesConfig = field(default_factory=GatesConfig)
     seed: int = 0
+    trainer: Any = None  # a TrainerSection, built from the `trainer` and `algo` nodes
 
 
 VALID_CHOICES = {
@@ -160,7 +219,12 @@ def compose_config(
             GlobalHydra.instance().initialize(saved)
     assert isinstance(resolved, dict)
     resolved.pop("hydra", None)
-    typed = build(HarnessConfig, resolved, "")
+    plain = {k: v for k, v in resolved.items() if k not in ("trainer", "algo")}
+    typed = build(HarnessConfig, plain, "")
+    typed = dataclasses.replace(
+        typed,
+        trainer=build_trainer_section(resolved.get("trainer") or {}, resolved.get("algo") or {}),
+    )
     for key, choices in VALID_CHOICES.items():
         section, name = key.split(".")
         value = getattr(getattr(typed, section), name)

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from .errors import ConfigError, HarnessError
-from .session import MODES, RunSession, RolloutHandle, SESSION_KEY
+from .scoring import RolloutHandle
+from .session import MODES, SESSION_KEY, RunSession, TrainItem
 from .tasks import case_id, task_spec
 
 CASE_FIXTURE = "_arl_case"
@@ -142,7 +143,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(
         CASE_FIXTURE,
         cases,
-        ids=[case_id(case.row_id, case.sample_index) for case in cases],
+        ids=[
+            "train" if isinstance(case, TrainItem) else case_id(case.row_id, case.sample_index)
+            for case in cases
+        ],
         indirect=True,
     )
 

@@ -72,6 +72,7 @@ class Case:
     row: dict[str, Any]
     sample_index: int
     phase: str
+    step: int | None = None
 
     @property
     def row_id(self) -> str:
@@ -79,7 +80,8 @@ class Case:
 
     @property
     def group_id(self) -> str:
-        return f"{self.spec.name}/{self.row_id}/{self.phase}"
+        suffix = "" if self.step is None else f"/{self.step}"
+        return f"{self.spec.name}/{self.row_id}/{self.phase}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,7 @@ def new_session_id() -> str:
 
 
 def case_seed(run_seed: int, case: Case) -> int:
-    key = f"{run_seed}/{case.spec.name}/{case.row_id}/{case.sample_index}/{case.phase}"
+    key = f"{run_seed}/{case.spec.name}/{case.row_id}/{case.sample_index}/{case.phase}/{case.step}"
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big")
 
 
@@ -117,6 +119,8 @@ class Harness:
         self.runtime: AgentRuntime | None = None
         self.model_id = ""
         self._start_lock = threading.Lock()
+        self._model: Any = None
+        self._trainer: Any = None
         self._slots: asyncio.Semaphore | None = None
 
     def start(self) -> None:
@@ -134,6 +138,7 @@ class Harness:
             model_dir = resolve_model(cfg.model.name)
             tokenizer = load_tokenizer(model_dir)
             model = load_model(model_dir, dtype=cfg.model.dtype)
+            self._model = model
             self._sampler = HFLocalSampler(
                 model,
                 max_batch_size=cfg.sampler.max_batch_size,
@@ -161,6 +166,30 @@ class Harness:
                 f"agentcore-rl: model {cfg.model.name} ({model_dir}) loaded, gateway at "
                 f"{self.gateway.base_url} in {time.monotonic() - started:.1f}s"
             )
+
+    def trainer(self) -> Any:
+        """The configured trainer, sharing the policy model with the in-process sampler."""
+        self.start()
+        if self._trainer is None:
+            from .trainers.local import LocalTrainer
+
+            section = self.config.trainer
+            self._trainer = LocalTrainer(
+                self._model, sampler=self._sampler, config=section.trainer, algo=section.algo
+            )
+        return self._trainer
+
+    def train_plan(self) -> Any:
+        from .training import TrainPlan
+
+        loop = self.config.trainer.loop
+        return TrainPlan(
+            steps=loop.steps,
+            batch_rows=loop.batch_rows,
+            group_size=loop.group_size,
+            checkpoint_every=loop.checkpoint_every,
+            seed=self.config.seed,
+        )
 
     def submit(self, case: Case) -> concurrent.futures.Future[Episode]:
         self.start()

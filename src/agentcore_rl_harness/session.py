@@ -1,12 +1,19 @@
 """One pytest session under `--agentcore-rl`: config, run directory, rollouts, records, reports.
 
-The plugin calls into `RunSession`; `RunSession` drives the `Harness` (runner) and the
-`RunStore` (run directory). It is the only place that knows both pytest items and rollouts.
+The plugin calls into `RunSession`; `RunSession` drives the `Harness` (runner), the training loop
+and the `RunStore` (run directory). It is the only place that knows both pytest items and
+rollouts. Modes and what the pytest items are:
+
+    eval     items = test-split cases                 (phase "eval")
+    collect  items = train-split cases, also parquet  (phase "collect")
+    run      pre-eval of the item cases (phase "pre") -> training -> items = post-eval ("post")
+    train    training only; one item per task that passes when training finished
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import inspect
 import subprocess
 import time
@@ -19,45 +26,28 @@ from typing import Any
 import pytest
 
 from .config import ComposedConfig, compose_config, default_config_source
-from .errors import ConfigError, HarnessError
-from .records import Rollout, Status, Trace, Usage
-from .reports.build import summarize, summarize_by_task
-from .reports.model import Report, RunInfo
+from .errors import HarnessError
+from .records import Rollout, Status
 from .reports import render
+from .reports.build import build_report
+from .reports.model import Report
 from .runner import Case, Episode, Harness
+from .scoring import RolloutHandle, Verdict, apply_rewards, make_rollout, score_offline
 from .store import RunStore, default_run_dir
 from .tasks import TaskSpec, load_rows
 
 MODES = ("eval", "collect", "train", "run")
-IMPLEMENTED_MODES = ("eval", "collect")
 SESSION_KEY = pytest.StashKey["RunSession"]()
 ERROR_TEXT_LIMIT = 4000
 PROGRESS_EVERY_S = 15.0
+ITEM_PHASE = {"eval": "eval", "collect": "collect", "run": "post", "train": "train"}
 
 
-class RolloutHandle:
-    """What a task test sees as `rollout`: the finished episode, scorable and overridable."""
+@dataclass(frozen=True)
+class TrainItem:
+    """The one pytest item of a task in `train` mode: it passes when training finished."""
 
-    def __init__(self, episode: Episode) -> None:
-        self._episode = episode
-        self.session_id = episode.session_id
-        self.row_id = episode.case.row_id
-        self.sample_index = episode.case.sample_index
-        self.status: Status = episode.outcome.status
-        self.error = episode.outcome.error
-        self.result: dict[str, Any] = dict(episode.outcome.result or {})
-        self.traces: tuple[Trace, ...] = episode.traces
-        self.turns = episode.turns
-        self.usage: Usage = episode.usage
-        self.elapsed_s = episode.outcome.elapsed_s
-        self.rewards: dict[str, float] = {}
-        self.reward: float | None = None
-
-    def __repr__(self) -> str:
-        return (
-            f"<rollout {self.row_id} s{self.sample_index} status={self.status.value} "
-            f"reward={self.reward} turns={self.turns}>"
-        )
+    spec: TaskSpec
 
 
 @dataclass
@@ -79,7 +69,10 @@ class RunSession:
     started_monotonic: float = field(default_factory=time.monotonic)
     harness: Harness | None = None
     pending: dict[str, _Pending] = field(default_factory=dict)
+    train_items: set[str] = field(default_factory=set)
     rollouts: list[Rollout] = field(default_factory=list)
+    train_steps: list[dict[str, Any]] = field(default_factory=list)
+    training_error: str | None = None
     infra_errors: int = 0
     other_failures: int = 0
     gate_failures: list[str] = field(default_factory=list)
@@ -96,11 +89,6 @@ class RunSession:
         rootdir: Path,
         write: Callable[[str], None],
     ) -> "RunSession":
-        if mode not in IMPLEMENTED_MODES:
-            raise ConfigError(
-                f"--agentcore-rl {mode}: this version implements {', '.join(IMPLEMENTED_MODES)};"
-                " training modes (train, run) arrive with the embedded trainer"
-            )
         source = config_path if config_path is not None else default_config_source(rootdir)
         composed = compose_config(overrides, source=source)
         run_dir = out_dir if out_dir is not None else default_run_dir(mode, rootdir)
@@ -110,13 +98,15 @@ class RunSession:
 
     @property
     def phase(self) -> str:
-        return self.mode
+        return ITEM_PHASE[self.mode]
 
     @property
     def split(self) -> str:
         return "train" if self.mode == "collect" else self.config.typed.eval.split
 
-    def cases_for(self, spec: TaskSpec) -> list[Case]:
+    def cases_for(self, spec: TaskSpec) -> list[Any]:
+        if self.mode == "train":
+            return [TrainItem(spec)]
         rows = load_rows(spec, self.split)
         if not rows:
             raise HarnessError(f"task {spec.name}: dataset {spec.dataset} has no {self.split!r} rows")
@@ -130,16 +120,85 @@ class RunSession:
             for index in range(samples)
         ]
 
-    def start_rollouts(self, items: list[tuple[str, Case]]) -> None:
+    # -- running ---------------------------------------------------------------------------
+
+    def start_rollouts(self, items: list[tuple[str, Any]]) -> None:
         if not items:
             return
         self.harness = Harness(self.config.typed, progress=self.write)
-        self.write(
-            f"agentcore-rl {self.mode}: {len(items)} rollouts, run directory {self.store.run_dir}"
-        )
+        cases = [case for _, case in items if isinstance(case, Case)]
+        self.write(f"agentcore-rl {self.mode}: run directory {self.store.run_dir}")
         self.harness.start()
+        if self.mode in ("run", "train"):
+            specs = list({id(case.spec): case.spec for _, case in items}.values())
+            self._train_first(specs, cases)
         for nodeid, case in items:
-            self.pending[nodeid] = _Pending(case=case, future=self.harness.submit(case))
+            if isinstance(case, TrainItem):
+                self.train_items.add(nodeid)
+            else:
+                self.pending[nodeid] = _Pending(case=case, future=self.harness.submit(case))
+        if self.pending:
+            self.write(f"agentcore-rl {self.phase}: {len(self.pending)} rollouts")
+
+    def _train_first(self, specs: list[TaskSpec], cases: list[Case]) -> None:
+        from .training import TrainingLoop
+
+        assert self.harness is not None
+        try:
+            if self.mode == "run":
+                pre = [dataclasses.replace(case, phase="pre") for case in cases]
+                self.write(f"agentcore-rl pre-eval: {len(pre)} rollouts")
+                self._offline_phase(pre)
+            trainer = self.harness.trainer()
+            loop = TrainingLoop(
+                plan=self.harness.train_plan(),
+                specs=specs,
+                run_cases=self._run_cases,
+                score=self._score_offline,
+                trainer=trainer,
+                run_dir=self.store.run_dir,
+                write=self.write,
+            )
+            self.train_steps = loop.run(lambda groups: self.harness.loop.run(trainer.step(groups=groups)))
+        except (HarnessError, ValueError, RuntimeError, OSError) as exc:
+            self.training_error = f"{type(exc).__name__}: {exc}"
+            self.infra_errors += 1
+            self.write(f"agentcore-rl: training failed: {self.training_error}")
+
+    def _offline_phase(self, cases: list[Case]) -> list[Rollout]:
+        episodes = self._run_cases(cases)
+        return [self._score_offline(case, episode) for case, episode in zip(cases, episodes)]
+
+    def _run_cases(self, cases: list[Case]) -> list[Episode]:
+        assert self.harness is not None
+        futures = [self.harness.submit(case) for case in cases]
+        waiting = concurrent.futures.wait(futures, timeout=PROGRESS_EVERY_S)
+        while waiting.not_done:
+            done = len(futures) - len(waiting.not_done)
+            self.write(
+                f"agentcore-rl: {done}/{len(futures)} rollouts finished, "
+                f"{self.harness.live_sessions()} live, "
+                f"{time.monotonic() - self.started_monotonic:.0f}s elapsed"
+            )
+            waiting = concurrent.futures.wait(futures, timeout=PROGRESS_EVERY_S)
+        return [future.result() for future in futures]
+
+    def _score_offline(self, case: Case, episode: Episode) -> Rollout:
+        handle = RolloutHandle(episode)
+        fixtures = {"agentcore_rl_config": self.config.typed, "gateway": self.harness_gateway()}
+        verdict = score_offline(case, handle, self._call, fixtures)
+        rollout = make_rollout(
+            run_id=self.store.run_dir.name, case=case, episode=episode, handle=handle,
+            verdict=verdict, step=case.step,
+        )
+        self._record(rollout)
+        return rollout
+
+    def _record(self, rollout: Rollout) -> None:
+        self.store.append(rollout)
+        self.rollouts.append(rollout)
+
+    # -- pytest items ----------------------------------------------------------------------
 
     def rollout_for(self, nodeid: str) -> RolloutHandle:
         pending = self.pending.get(nodeid)
@@ -169,30 +228,22 @@ class RunSession:
 
     def call_task(self, nodeid: str, function: Callable[..., Any], arguments: dict) -> None:
         """Fail agent-side failures, score the rewards, then run the test body."""
+        if nodeid in self.train_items:
+            if self.training_error:
+                raise HarnessError(f"training failed: {self.training_error}")
+            return
+        if self.training_error:
+            raise HarnessError(f"training failed, post-eval is meaningless: {self.training_error}")
         handle = self.rollout_for(nodeid)
         if handle.status is Status.INFRA_ERROR:
             raise HarnessError(f"infrastructure error in rollout: {handle.error}")
         if handle.status is not Status.COMPLETED:
             pytest.fail(f"{handle.status.value}: {handle.error}", pytrace=False)
-        row = self.pending[nodeid].case.row
-        spec = self.pending[nodeid].case.spec
-        total = 0.0
-        for reward_fn in spec.rewards:
-            value = self._call(reward_fn.fn, handle, dict(row))
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(
-                    f"reward {reward_fn.name} returned {value!r}; a reward must be a number"
-                )
-            handle.rewards[reward_fn.name] = float(value)
-            total += reward_fn.weight * float(value)
-        if spec.rewards:
-            handle.reward = total
+        apply_rewards(handle, self.pending[nodeid].case, self._call)
         self._call(function, **arguments)
 
     def _call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if inspect.iscoroutinefunction(function):
-            assert self.harness is not None
-            return self.harness.loop.run(function(*args, **kwargs))
+        """Run a sync or async task function; coroutines run on the harness's event loop."""
         value = function(*args, **kwargs)
         if inspect.isawaitable(value):
             assert self.harness is not None
@@ -204,78 +255,38 @@ class RunSession:
         return value
 
     def on_report(self, nodeid: str, report: pytest.TestReport, call: pytest.CallInfo) -> None:
+        if nodeid in self.train_items:
+            return
         pending = self.pending.get(nodeid)
         if pending is None:
             if report.failed:
                 self.other_failures += 1
             return
-        if pending.recorded or report.when == "teardown" and report.passed:
-            return
-        if report.when == "setup" and report.passed:
-            return
-        if report.skipped:
+        if pending.recorded or report.skipped or (report.passed and report.when != "call"):
             return
         pending.recorded = True
         episode, failure = _episode_or_failure(pending.future)
         if episode is None:
             self.infra_errors += 1
-            self._record_infra(pending.case, failure)
+            verdict = Verdict(Status.INFRA_ERROR, failure[:ERROR_TEXT_LIMIT], None)
+            self._record(make_rollout(run_id=self.store.run_dir.name, case=pending.case,
+                                      episode=None, handle=None, verdict=verdict, step=None))
             return
         handle = pending.handle or RolloutHandle(episode)
-        status = handle.status
-        error = handle.error
-        if status is Status.INFRA_ERROR:
+        status, error = handle.status, handle.error
+        if status is Status.INFRA_ERROR or self.training_error:
             self.infra_errors += 1
         if status is Status.COMPLETED and not report.passed:
-            status = Status.TASK_FAILED
-            error = _error_text(call)
+            status, error = Status.TASK_FAILED, _error_text(call)
         success = report.passed if status in (Status.COMPLETED, Status.TASK_FAILED) else False
-        rollout = Rollout(
-            run_id=self.store.run_dir.name,
-            task=pending.case.spec.name,
-            row_id=pending.case.row_id,
-            sample_index=pending.case.sample_index,
-            group_id=pending.case.group_id,
-            phase=self.phase,
-            step=None,
-            session_id=episode.session_id,
-            status=status,
-            error=error,
-            reward=handle.reward,
-            rewards=dict(handle.rewards),
-            success=success,
-            result=episode.outcome.result,
-            turns=episode.turns,
-            usage=episode.usage,
-            elapsed_s=round(episode.outcome.elapsed_s, 3),
-            traces=episode.traces,
-        )
-        self.store.append(rollout)
-        self.rollouts.append(rollout)
+        if status is Status.INFRA_ERROR:
+            success = None
+        self._record(make_rollout(
+            run_id=self.store.run_dir.name, case=pending.case, episode=episode, handle=handle,
+            verdict=Verdict(status, error, success), step=None,
+        ))
 
-    def _record_infra(self, case: Case, error: str) -> None:
-        rollout = Rollout(
-            run_id=self.store.run_dir.name,
-            task=case.spec.name,
-            row_id=case.row_id,
-            sample_index=case.sample_index,
-            group_id=case.group_id,
-            phase=self.phase,
-            step=None,
-            session_id="",
-            status=Status.INFRA_ERROR,
-            error=error[:ERROR_TEXT_LIMIT],
-            reward=None,
-            rewards={},
-            success=None,
-            result=None,
-            turns=0,
-            usage=Usage(),
-            elapsed_s=0.0,
-            traces=(),
-        )
-        self.store.append(rollout)
-        self.rollouts.append(rollout)
+    # -- fixtures --------------------------------------------------------------------------
 
     def harness_gateway(self) -> Any:
         if self.harness is None:
@@ -288,6 +299,8 @@ class RunSession:
         assert self.harness is not None
         return ExtraSessions(self.harness, case)
 
+    # -- the end ---------------------------------------------------------------------------
+
     def finish(self, exitstatus: int, *, write_reports: bool = True) -> int:
         for pending in self.pending.values():
             pending.future.cancel()
@@ -298,7 +311,19 @@ class RunSession:
             self.store.close()
         if not write_reports:
             return exitstatus
-        self.report = self._build_report()
+        self.report = build_report(
+            run_id=self.store.run_dir.name,
+            mode=self.mode,
+            config=self.config.resolved,
+            overrides=self.config.overrides,
+            versions=self.harness.versions() if self.harness else {},
+            git_sha=_git_sha(self.rootdir),
+            started_at=self.started_at.isoformat(),
+            wall_time_s=round(time.monotonic() - self.started_monotonic, 3),
+            rollouts=self.rollouts,
+            item_phase=self.phase,
+            train_steps=self.train_steps,
+        )
         render.write_reports(self.store.run_dir, self.report, self.rollouts)
         if self.mode == "collect" and self.rollouts:
             self._save_dataset()
@@ -307,25 +332,9 @@ class RunSession:
             self.infra_errors or self.other_failures or self.gate_failures
         ):
             return pytest.ExitCode.OK
-        if self.gate_failures and exitstatus == pytest.ExitCode.OK:
+        if (self.gate_failures or self.infra_errors) and exitstatus == pytest.ExitCode.OK:
             return pytest.ExitCode.TESTS_FAILED
         return exitstatus
-
-    def _build_report(self) -> Report:
-        return Report(
-            run=RunInfo(
-                id=self.store.run_dir.name,
-                mode=self.mode,
-                config=self.config.resolved,
-                overrides=list(self.config.overrides),
-                versions=self.harness.versions() if self.harness else {},
-                git_sha=_git_sha(self.rootdir),
-                started_at=self.started_at.isoformat(),
-                wall_time_s=round(time.monotonic() - self.started_monotonic, 3),
-            ),
-            overall=summarize(self.rollouts),
-            tasks=summarize_by_task(self.rollouts),
-        )
 
     def _check_gates(self) -> None:
         threshold = self.config.typed.gates.min_success_rate
@@ -346,10 +355,10 @@ class RunSession:
     def summary_lines(self) -> list[str]:
         if self.report is None:
             return []
-        lines = [
-            f"agentcore-rl {self.mode}: {render.verdict(self.report.overall)}",
-            f"agentcore-rl run directory: {self.store.run_dir}",
-        ]
+        lines = [f"agentcore-rl {self.mode}: {render.verdict(self.report.overall)}"]
+        if self.report.delta is not None:
+            lines.append(f"agentcore-rl pre -> post: {render.delta_line(self.report.delta.overall)}")
+        lines.append(f"agentcore-rl run directory: {self.store.run_dir}")
         if self.infra_errors:
             lines.append(f"agentcore-rl: {self.infra_errors} infrastructure error(s): exit 1")
         lines += [f"agentcore-rl gate FAILED: {failure}" for failure in self.gate_failures]
@@ -365,9 +374,8 @@ class ExtraSessions:
 
     def run(self, row: dict[str, Any] | None = None) -> RolloutHandle:
         """Run the task's agent once more on `row` (default: this case's row)."""
-        case = self._case if row is None else Case(
-            spec=self._case.spec, row={"id": self._case.row_id, **row},
-            sample_index=self._case.sample_index, phase=self._case.phase,
+        case = self._case if row is None else dataclasses.replace(
+            self._case, row={"id": self._case.row_id, **row}
         )
         return RolloutHandle(self._harness.loop.run(self._harness.run_case(case)))
 
@@ -398,5 +406,4 @@ def _git_sha(rootdir: Path) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
+    return (out.stdout.strip() or None) if out.returncode == 0 else None

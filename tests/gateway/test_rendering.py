@@ -6,15 +6,22 @@ import json
 
 import pytest
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
 from agentcore_rl_harness.errors import RenderError
 from agentcore_rl_harness.gateway.rendering import (
+    SUPPORTED_TRANSFORMERS,
     ChatTemplateRenderer,
     ParsedReply,
     Renderer,
     ToolCall,
+    check_transformers_version,
+    load_template,
     message_key,
     normalize_message,
 )
+from agentcore_rl_harness.gateway.tool_formats import detect_tool_format
 
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 ADD_TOOL = {"type": "function", "function": {
@@ -127,3 +134,194 @@ def test_encode_decode_round_trip_keeps_special_tokens(renderer, im_end):
     assert renderer.decode(ids) == "hello<|im_end|>"
     messages = [{"role": "user", "content": "hi"}]
     assert renderer.render_ids(messages) == renderer.encode(renderer.render(messages))
+
+
+# --- Model families -------------------------------------------------------------------------
+# Small Jinja templates that write what each family's real template writes (markers, tool-call
+# syntax, turn tokens), rendered with the SmolLM2 tokenizer plus the family's special tokens.
+
+QWEN3_TEMPLATE = (
+    "{%- set ns = namespace(last_user=-1) -%}"
+    "{%- for m in messages -%}{%- if m['role'] == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}{%- endfor -%}"
+    "{%- if tools -%}"
+    "{{- '<|im_start|>system\\n' + (messages[0]['content'] + '\\n\\n' if messages[0]['role'] == 'system' else '') -}}"
+    "{{- '# Tools\\n\\n<tools>' -}}{%- for tool in tools -%}{{- '\\n' + (tool | tojson) -}}{%- endfor -%}"
+    "{{- '\\n</tools>\\n\\nFor each function call, return a json object within <tool_call></tool_call> XML tags:\\n'"
+    " + '<tool_call>\\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\\n</tool_call><|im_end|>\\n' -}}"
+    "{%- elif messages[0]['role'] == 'system' -%}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- for m in messages -%}"
+    "{%- if m['role'] == 'system' -%}"
+    "{%- elif m['role'] == 'assistant' -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- if loop.index0 > ns.last_user and m['reasoning_content'] -%}{{- '<think>\\n' + m['reasoning_content'] + '\\n</think>\\n\\n' -}}{%- endif -%}"
+    "{{- m['content'] -}}"
+    "{%- for call in m['tool_calls'] or [] -%}"
+    "{%- if m['content'] or not loop.first -%}{{- '\\n' -}}{%- endif -%}"
+    "{{- '<tool_call>\\n{\"name\": \"' + call['function']['name'] + '\", \"arguments\": ' + (call['function']['arguments'] | tojson) + '}\\n</tool_call>' -}}"
+    "{%- endfor -%}{{- '<|im_end|>\\n' -}}"
+    "{%- elif m['role'] == 'tool' -%}{{- '<|im_start|>user\\n<tool_response>\\n' + m['content'] + '\\n</tool_response><|im_end|>\\n' -}}"
+    "{%- else -%}{{- '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' -}}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+QWEN_XML_TEMPLATE = (
+    "{%- if tools -%}"
+    "{{- '<|im_start|>system\\nYou have access to the following functions:\\n\\n<tools>' -}}"
+    "{%- for tool in tools -%}{{- '\\n<function>\\n<name>' + tool['function']['name'] + '</name>\\n</function>' -}}{%- endfor -%}"
+    "{{- '\\n</tools>\\n\\nIf you choose to call a function ONLY reply in the following format:\\n<tool_call>\\n'"
+    " + '<function=example_function_name>\\n<parameter=example_parameter_1>\\nvalue_1\\n</parameter>\\n</function>\\n</tool_call><|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- for m in messages -%}"
+    "{%- if m['role'] == 'assistant' -%}"
+    "{{- '<|im_start|>assistant\\n' + m['content'] -}}"
+    "{%- for call in m['tool_calls'] or [] -%}"
+    "{{- '\\n<tool_call>\\n<function=' + call['function']['name'] + '>\\n' -}}"
+    "{%- for name, value in call['function']['arguments'] | items -%}"
+    "{{- '<parameter=' + name + '>\\n' + (value if value is string else value | tojson) + '\\n</parameter>\\n' -}}"
+    "{%- endfor -%}{{- '</function>\\n</tool_call>' -}}"
+    "{%- endfor -%}{{- '<|im_end|>\\n' -}}"
+    "{%- elif m['role'] == 'tool' -%}{{- '<|im_start|>user\\n<tool_response>\\n' + m['content'] + '\\n</tool_response><|im_end|>\\n' -}}"
+    "{%- else -%}{{- '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' -}}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+LLAMA31_TEMPLATE = (
+    "{{- '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\\n\\n' -}}"
+    "{%- if tools -%}{{- 'Environment: ipython\\n' -}}{%- endif -%}"
+    "{{- (messages[0]['content'] if messages[0]['role'] == 'system' else '') + '<|eot_id|>' -}}"
+    "{%- for m in messages -%}"
+    "{%- if m['role'] == 'system' -%}"
+    "{%- elif m['role'] == 'user' and tools and loop.first or (m['role'] == 'user' and tools and loop.index0 == 1 and messages[0]['role'] == 'system') -%}"
+    "{{- '<|start_header_id|>user<|end_header_id|>\\n\\nGiven the following functions, please respond with a JSON for a function call. '"
+    " + 'Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.\\n\\n' -}}"
+    "{%- for tool in tools -%}{{- (tool | tojson) + '\\n\\n' -}}{%- endfor -%}{{- m['content'] + '<|eot_id|>' -}}"
+    "{%- elif m['role'] == 'assistant' and m['tool_calls'] -%}"
+    "{%- set call = m['tool_calls'][0]['function'] -%}"
+    "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n{\"name\": \"' + call['name'] + '\", \"parameters\": ' + (call['arguments'] | tojson) + '}<|eot_id|>' -}}"
+    "{%- elif m['role'] in ('tool', 'ipython') -%}{{- '<|start_header_id|>ipython<|end_header_id|>\\n\\n' + m['content'] + '<|eot_id|>' -}}"
+    "{%- else -%}{{- '<|start_header_id|>' + m['role'] + '<|end_header_id|>\\n\\n' + m['content'] + '<|eot_id|>' -}}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' -}}{%- endif -%}"
+)
+
+FAMILY_TOKENS = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>",
+                 "<|python_tag|>"]
+
+
+@pytest.fixture(scope="module")
+def family_tokenizer(tiny_model_dir):
+    from agentcore_rl_harness.models import load_tokenizer
+
+    tokenizer = load_tokenizer(tiny_model_dir)  # a private copy: the session tokenizer stays untouched
+    tokenizer.add_special_tokens({"additional_special_tokens": FAMILY_TOKENS})
+    return tokenizer
+
+
+@pytest.mark.parametrize("template, expected", [
+    (load_template(), "hermes"),
+    (QWEN3_TEMPLATE, "hermes"),
+    (QWEN_XML_TEMPLATE, "qwen_xml"),
+    (LLAMA31_TEMPLATE, "llama_json"),
+    ("{{ '<|python_tag|>' }}{% for t in tools %}{{ t | tojson }}{% endfor %}", "llama_json"),
+    ("{% for m in messages %}{{ m['content'] }}{% endfor %}", None),
+    ("{{ 'ipython' }}", None),  # a role name alone is not a call format
+])
+def test_tool_format_is_detected_from_template_content(template, expected):
+    detected = detect_tool_format(template)
+    assert (detected.name if detected else None) == expected
+
+
+def test_qwen3_family_renders_and_parses_json_calls_with_reasoning(family_tokenizer):
+    renderer = ChatTemplateRenderer(family_tokenizer, chat_template=QWEN3_TEMPLATE)
+    assert renderer.tool_format.name == "hermes" and renderer.end_of_turn == "<|im_end|>"
+    text = renderer.render([{"role": "user", "content": "1+2"}], tools=[ADD_TOOL])
+    assert "<tools>\n" + json.dumps(ADD_TOOL) in text and text.endswith("<|im_start|>assistant\n")
+    reply = renderer.parse_reply('<think>\nadd them\n</think>\n\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>')
+    assert reply == ParsedReply(content="", reasoning="add them", tool_calls=(ToolCall("add", {"a": 1, "b": 2}),))
+    # The template keeps reasoning of the turn after the last user message and drops it after a new one.
+    history = [{"role": "user", "content": "1+2"}, {**reply.to_message()}]
+    assert "<think>\nadd them\n</think>" in renderer.render(history, tools=[ADD_TOOL], add_generation_prompt=False)
+    later = renderer.render([*history, {"role": "user", "content": "again"}], tools=[ADD_TOOL])
+    assert "<think>" not in later
+
+
+def test_qwen_xml_family_renders_and_parses_function_blocks(family_tokenizer):
+    renderer = ChatTemplateRenderer(family_tokenizer, chat_template=QWEN_XML_TEMPLATE)
+    assert renderer.tool_format.name == "qwen_xml"
+    sampled = ("Adding.\n<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n2\n</parameter>\n"
+               "</function>\n</tool_call>\n<tool_call>\n<function=note>\n<parameter=text>\n42\n</parameter>\n"
+               "<parameter=tags>\n[\"x\"]\n</parameter>\n</function>\n</tool_call>")
+    note = {"type": "function", "function": {"name": "note", "parameters": {
+        "type": "object", "properties": {"text": {"type": "string"}, "tags": {"type": "array"}}}}}
+    reply = renderer.parse_reply(sampled, tools=[ADD_TOOL, note])
+    assert reply == ParsedReply(content="Adding.", tool_calls=(
+        ToolCall("add", {"a": 1, "b": 2}), ToolCall("note", {"text": "42", "tags": ["x"]})))
+    assert renderer.parse_reply(sampled).tool_calls[1].arguments["text"] == 42  # no schema: JSON if it parses
+    rendered = renderer.render([{"role": "user", "content": "go"}, reply.to_message()], tools=[ADD_TOOL, note],
+                               add_generation_prompt=False)
+    assert rendered.endswith("<|im_start|>assistant\n" + sampled + "<|im_end|>\n")
+
+
+def test_llama31_family_renders_and_parses_json_calls(family_tokenizer):
+    renderer = ChatTemplateRenderer(family_tokenizer, chat_template=LLAMA31_TEMPLATE)
+    assert renderer.tool_format.name == "llama_json" and renderer.end_of_turn == "<|eot_id|>"
+    ids = family_tokenizer.convert_tokens_to_ids
+    assert renderer.stop_token_ids == (ids("<|eot_id|>"), family_tokenizer.eos_token_id)
+    with_eom = ChatTemplateRenderer(family_tokenizer, chat_template=LLAMA31_TEMPLATE + "{{- '<|eom_id|>' if false -}}")
+    assert with_eom.stop_token_ids == (ids("<|eot_id|>"), ids("<|eom_id|>"), family_tokenizer.eos_token_id)
+    text = renderer.render([{"role": "system", "content": "Be exact."}, {"role": "user", "content": "1+2"}], tools=[ADD_TOOL])
+    assert text.startswith("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nBe exact.<|eot_id|>")
+    assert text.endswith("1+2<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+    assert renderer.parse_reply('{"name": "add", "parameters": {"a": 1, "b": 2}}') == ParsedReply(
+        content="", tool_calls=(ToolCall("add", {"a": 1, "b": 2}),))
+    assert renderer.parse_reply('<|python_tag|>{"name": "add", "parameters": {"a": 1}}; {"name": "add", "arguments": {"a": 2}}') \
+        == ParsedReply(content="", tool_calls=(ToolCall("add", {"a": 1}), ToolCall("add", {"a": 2})))
+    assert renderer.parse_reply("The answer is 3.") == ParsedReply(content="The answer is 3.")
+    tool_turn = renderer.render([{"role": "user", "content": "1+2"},
+                                 {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "add", "arguments": {"a": 1}}}]},
+                                 {"role": "tool", "content": "3"}], tools=[ADD_TOOL])
+    assert tool_turn.endswith('{"name": "add", "parameters": {"a": 1}}<|eot_id|>'
+                              "<|start_header_id|>ipython<|end_header_id|>\n\n3<|eot_id|>"
+                              "<|start_header_id|>assistant<|end_header_id|>\n\n")
+
+
+@pytest.mark.parametrize("template, text", [
+    (QWEN3_TEMPLATE, '<tool_call>\n{"name": "add", "arguments": {"a": 1\n</tool_call>'),
+    (QWEN3_TEMPLATE, 'Let me.\n<tool_call>\n{"name": "add", "arguments": {}}'),
+    (QWEN3_TEMPLATE, '<tool_call>\n["add"]\n</tool_call>'),
+    (QWEN_XML_TEMPLATE, "<tool_call>\n<function=add>\n<parameter=a>\n1\n</function>\n</tool_call>"),
+    (QWEN_XML_TEMPLATE, "<tool_call>\n{\"name\": \"add\"}\n</tool_call>"),
+    (QWEN_XML_TEMPLATE, "<tool_call>\n<function=add>\n</function>\n</tool_call> trailing <tool_call>"),
+    (LLAMA31_TEMPLATE, '{"name": "add", "parameters": {"a": 1}'),
+    (LLAMA31_TEMPLATE, '<|python_tag|>brave_search.call(query="x")'),
+    (LLAMA31_TEMPLATE, '{"name": "add", "parameters": [1, 2]}'),
+])
+def test_malformed_calls_degrade_to_text_for_every_family(family_tokenizer, template, text):
+    reply = ChatTemplateRenderer(family_tokenizer, chat_template=template).parse_reply(text)
+    assert reply == ParsedReply(content=text, ill_formed=True)
+
+
+def test_reasoning_opened_by_the_generation_prompt(renderer):
+    assert renderer.parse_reply("weighing it\n</think>\n\n4") == ParsedReply(content="4", reasoning="weighing it")
+
+
+def test_reasoning_round_trips_through_normalisation_but_not_the_equality_key():
+    sent = normalize_message({"role": "assistant", "content": "4", "reasoning_content": "2+2"})
+    assert sent == {"role": "assistant", "content": "4", "reasoning_content": "2+2"}
+    assert message_key(sent) == message_key({"role": "assistant", "content": "4"})
+    assert "reasoning_content" not in normalize_message({"role": "user", "content": "x", "reasoning_content": "y"})
+
+
+def test_transformers_version_range_is_pinned_and_checked():
+    import transformers
+
+    assert SUPPORTED_TRANSFORMERS == ">=5.0,<6"
+    check_transformers_version()  # the installed one
+    assert Version(transformers.__version__) in SpecifierSet(SUPPORTED_TRANSFORMERS)
+    check_transformers_version("5.24.0")
+    for outside in ("4.57.1", "6.0.0"):
+        with pytest.raises(RenderError, match=rf"transformers {outside} is outside .*pip install"):
+            check_transformers_version(outside)

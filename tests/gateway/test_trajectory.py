@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentcore_rl_harness.gateway.openai_wire import assistant_message, new_tool_call_ids
+from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer
 from agentcore_rl_harness.gateway.trajectory import TurnTree
 from agentcore_rl_harness.records import FinishReason, SampleResult
 
@@ -33,7 +34,20 @@ class Agent:
         reply = self.renderer.parse_reply(self.renderer.decode(reply_ids))
         turn = self.tree.record(plan, sample, reply)
         self.sampled.append((ids, logprobs))
-        return turn, assistant_message(reply, new_tool_call_ids(len(reply.tool_calls)))
+        return turn, client_message(reply, label)
+
+
+def client_message(reply, label):
+    """The assistant message an OpenAI client holds for `reply` (ids, arguments as JSON strings)."""
+    message = {"role": "assistant", "content": reply.content}
+    if reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{label}_{i}", "type": "function",
+             "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+            for i, c in enumerate(reply.tool_calls)]
+    return message
 
 
 def call(a, b):
@@ -183,3 +197,109 @@ def test_every_sampled_token_is_trained_exactly_once(renderer, im_end, steps):
     for turn in turns:  # every turn's sampled ids sit verbatim in some trace
         assert any(sampled_span(t, turn) == turn.completion_token_ids for t in traces)
     assert len(traces) == len([t for t in turns if t.index not in {u.parent for u in turns}])
+
+
+# Qwen3's rule, in a compact template: an assistant turn's reasoning is rendered only while no
+# user message follows it, so a new user message rewrites the earlier turn's rendering.
+STRIPS_THINK = (
+    "{%- set ns = namespace(last_user=-1) -%}"
+    "{%- for m in messages -%}{%- if m['role'] == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}{%- endfor -%}"
+    "{%- for m in messages -%}"
+    "{%- if m['role'] == 'assistant' -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- if loop.index0 > ns.last_user and m['reasoning_content'] -%}{{- '<think>\\n' + m['reasoning_content'] + '\\n</think>\\n\\n' -}}{%- endif -%}"
+    "{{- m['content'] + '<|im_end|>\\n' -}}"
+    "{%- else -%}{{- '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' -}}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+@pytest.fixture(scope="module")
+def qwen3_renderer(smol_tokenizer):
+    return ChatTemplateRenderer(smol_tokenizer, chat_template=STRIPS_THINK)
+
+
+def _qwen3_session(tree, renderer, im_end):
+    """user -> (think) reply -> user -> reply: the template drops the first turn's <think>."""
+    agent = Agent(tree, renderer, im_end)
+    history = [{"role": "user", "content": "2+2?"}]
+    turn1, reply1 = agent.turn(history, "<think>\ntwo and two\n</think>\n\n4", tools=None)
+    history += [reply1, {"role": "user", "content": "sure?"}]
+    turn2, reply2 = agent.turn(history, "<think>\nyes\n</think>\n\nYes.", tools=None)
+    return agent, turn1, turn2
+
+
+def test_history_exact_keeps_sampled_think_tokens_and_counts_drift(qwen3_renderer, im_end):
+    agent, turn1, turn2 = _qwen3_session(TurnTree(qwen3_renderer, history="exact"), qwen3_renderer, im_end)
+    assert turn2.parent == turn1.index and turn2.drift and not turn2.fork
+    (trace,) = agent.tree.traces()
+    assert sampled_span(trace, turn1) == turn1.completion_token_ids  # the model's own <think> tokens, as context
+    assert "<think>\ntwo and two\n</think>" in qwen3_renderer.decode(turn2.prompt_token_ids)
+    assert qwen3_renderer.decode(turn2.prompt_token_ids).endswith("4<|im_end|>\n<|im_start|>user\nsure?<|im_end|>\n<|im_start|>assistant\n")
+    assert trace.metadata["drift_events"] == 1 and trace.metadata["forks"] == 0
+    assert sum(trace.loss_mask) == sum(len(ids) for ids, _ in agent.sampled)
+
+
+def test_history_template_forks_where_the_rendering_drops_sampled_tokens(qwen3_renderer, im_end):
+    agent, turn1, turn2 = _qwen3_session(TurnTree(qwen3_renderer, history="template"), qwen3_renderer, im_end)
+    history = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}, {"role": "user", "content": "sure?"}]
+    assert turn2.prompt_token_ids == tuple(qwen3_renderer.encode(qwen3_renderer.render(history)))  # what deployment shows
+    assert turn2.parent is None and turn2.drift and turn2.fork
+    first, second = agent.tree.traces()
+    assert sampled_span(first, turn1) == turn1.completion_token_ids and first.loss_mask == (1,) * len(turn1.completion_token_ids)
+    assert sampled_span(second, turn2) == turn2.completion_token_ids
+    assert second.metadata == {**second.metadata, "forks": 1, "drift_events": 1, "turns": 1}
+    assert sum(first.loss_mask) + sum(second.loss_mask) == sum(len(ids) for ids, _ in agent.sampled)
+
+
+def test_history_template_continues_the_row_while_the_rendering_matches(renderer, im_end):
+    agent = Agent(TurnTree(renderer, history="template"), renderer, im_end)
+    history = [SYSTEM, {"role": "user", "content": "1+2?"}]
+    turn1, reply1 = agent.turn(history, call(1, 2))
+    turn2, _ = agent.turn([*history, reply1, tool_result(reply1, "3")], "It is 3.")
+    assert turn2.parent == turn1.index and not turn2.drift
+    (trace,) = agent.tree.traces()
+    assert trace.metadata["drift_events"] == 0 and trace.metadata["forks"] == 0
+
+
+def test_unknown_history_mode_is_refused(renderer):
+    with pytest.raises(ValueError, match="history='verbatim' .* choose one of exact, template"):
+        TurnTree(renderer, history="verbatim")
+
+
+def test_sub_agent_with_its_own_system_prompt_is_its_own_row(renderer, im_end):
+    agent = Agent(TurnTree(renderer), renderer, im_end)
+    main = [SYSTEM, {"role": "user", "content": "1+2, then ask the checker"}]
+    sub = [{"role": "system", "content": "You check sums."}, {"role": "user", "content": "is 1+2=3?"}]
+    main1, main_reply1 = agent.turn(main, call(1, 2))
+    sub1, sub_reply1 = agent.turn(sub, "Checking.\n" + call(1, 2))  # same key, interleaved
+    main2, _ = agent.turn([*main, main_reply1, tool_result(main_reply1, "3")], "It is 3.")
+    sub2, _ = agent.turn([*sub, sub_reply1, tool_result(sub_reply1, "3")], "Yes.")
+    assert (main2.parent, sub1.parent, sub2.parent) == (main1.index, None, sub1.index) and sub1.fork
+    main_trace, sub_trace = agent.tree.traces()
+    assert renderer.decode(main_trace.token_ids).startswith(f"<|im_start|>system\n{SYSTEM['content']}")
+    assert renderer.decode(sub_trace.token_ids).startswith("<|im_start|>system\nYou check sums.")
+    assert [sampled_span(main_trace, t) for t in (main1, main2)] == [main1.completion_token_ids, main2.completion_token_ids]
+    assert [sampled_span(sub_trace, t) for t in (sub1, sub2)] == [sub1.completion_token_ids, sub2.completion_token_ids]
+    assert (main_trace.metadata["turns"], sub_trace.metadata["turns"]) == (2, 2)
+    assert sum(main_trace.loss_mask) + sum(sub_trace.loss_mask) == sum(len(ids) for ids, _ in agent.sampled)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=steps, history=st.sampled_from(["exact", "template"]))
+def test_every_sampled_token_is_trained_exactly_once_with_a_think_stripping_template(qwen3_renderer, im_end, steps, history):
+    agent = Agent(TurnTree(qwen3_renderer, history=history), qwen3_renderer, im_end)
+    conversations = []
+    for branch, kind, text in steps:
+        base = [] if branch is None or not conversations else conversations[branch % len(conversations)]
+        messages = [*base, {"role": "user", "content": text}]
+        reply_text = {"text": text, "tool": text, "think": f"<think>\n{text}\n</think>\n\nok", "cut": text}[kind]
+        _, reply = agent.turn(messages, reply_text, tools=None, truncated=kind == "cut")
+        conversations.append([*messages, reply])
+    trained = Counter()
+    for trace in agent.tree.traces():
+        for position, (mask, logprob) in enumerate(zip(trace.loss_mask, trace.logprobs)):
+            if mask:
+                trained[(trace.token_ids[trace.prompt_length + position], logprob)] += 1
+    assert trained == Counter((token, lp) for ids, logprobs in agent.sampled for token, lp in zip(ids, logprobs))

@@ -187,3 +187,186 @@ def test_from_path_accepts_a_name_or_folder(tiny_model_dir):
         assert sampler.max_batch_size == 2
     finally:
         sampler.close()
+
+
+def _expected_logprobs(model, prompt, result, temperature=1.0):
+    logits = _reference_logits(model, prompt, result.token_ids)
+    expected = torch.log_softmax(logits / (temperature or 1.0), dim=-1)
+    return expected.gather(-1, torch.tensor(result.token_ids)[:, None])[:, 0]
+
+
+def _after_tokens(count, start):
+    """An on_token callback that calls `start()` (on the event loop) once `count` tokens arrived."""
+    seen = []
+
+    def on_token(token_id, logprob):
+        seen.append(token_id)
+        if len(seen) == count:
+            start()
+
+    return on_token
+
+
+def test_a_request_joining_mid_flight_finishes_before_the_long_one(sampler):
+    finished = []
+
+    async def run():
+        tasks = {}
+
+        def start_short():
+            tasks["short"] = asyncio.ensure_future(
+                sampler.sample(prompt_token_ids=_prompt(9, 2), params=SamplingParams(max_tokens=3))
+            )
+            tasks["short"].add_done_callback(lambda _: finished.append("short"))
+
+        long = asyncio.ensure_future(
+            sampler.sample(
+                prompt_token_ids=_prompt(4, 1), params=SamplingParams(max_tokens=200),
+                on_token=_after_tokens(5, start_short),
+            )
+        )
+        long.add_done_callback(lambda _: finished.append("long"))
+        long_result = await long
+        return long_result, await tasks["short"]
+
+    long_result, short_result = asyncio.run(run())
+
+    assert finished == ["short", "long"]
+    assert len(long_result.token_ids) == 200 and len(short_result.token_ids) == 3
+
+
+def test_rows_that_join_and_outlive_others_keep_exact_logprobs(sampler, model):
+    specs = [  # (prompt, params, start after this many tokens of the first request)
+        (_prompt(3, 10), SamplingParams(max_tokens=30, seed=1), None),
+        (_prompt(25, 11), SamplingParams(max_tokens=4, temperature=0.7), 2),
+        (_prompt(7, 12), SamplingParams(max_tokens=12, temperature=0), 5),
+        (_prompt(40, 13), SamplingParams(max_tokens=20, top_k=20, top_p=0.9, seed=3), 9),
+        (_prompt(2, 14), SamplingParams(max_tokens=2), 9),
+    ]
+
+    async def run():
+        tasks = [None] * len(specs)
+
+        def start(index):
+            prompt, params, _ = specs[index]
+            tasks[index] = asyncio.ensure_future(sampler.sample(prompt_token_ids=prompt, params=params))
+
+        triggers = {}
+        for index, (_, _, after) in enumerate(specs[1:], start=1):
+            triggers.setdefault(after, []).append(index)
+        seen = []
+
+        def on_token(token_id, logprob):
+            seen.append(token_id)
+            for index in triggers.get(len(seen), []):
+                start(index)
+
+        prompt, params, _ = specs[0]
+        tasks[0] = asyncio.ensure_future(sampler.sample(prompt_token_ids=prompt, params=params, on_token=on_token))
+        first = await tasks[0]
+        return [first] + [await task for task in tasks[1:]]
+
+    results = asyncio.run(run())
+
+    for (prompt, params, _), result in zip(specs, results):
+        assert len(result.token_ids) == params.max_tokens
+        expected = _expected_logprobs(model, prompt, result, params.temperature)
+        torch.testing.assert_close(torch.tensor(result.logprobs), expected, atol=1e-4, rtol=0)
+        if params.temperature == 0:
+            assert list(result.token_ids) == _reference_logits(model, prompt, result.token_ids).argmax(-1).tolist()
+
+
+def test_seeded_request_gives_the_same_tokens_alone_or_with_others_joining(sampler):
+    prompt = _prompt(6, 21)
+    seeded = SamplingParams(max_tokens=15, seed=77, top_k=50)
+    (alone,) = _sample_all(sampler, [(prompt, seeded)])
+
+    async def crowded():
+        others = []
+
+        def join():
+            for index in range(3):
+                others.append(asyncio.ensure_future(sampler.sample(
+                    prompt_token_ids=_prompt(10 + index, index), params=SamplingParams(max_tokens=4 + index)
+                )))
+
+        early = asyncio.ensure_future(sampler.sample(prompt_token_ids=_prompt(30, 5), params=SamplingParams(max_tokens=3)))
+        result = await sampler.sample(prompt_token_ids=prompt, params=seeded, on_token=_after_tokens(4, join))
+        await asyncio.gather(early, *others)
+        return result
+
+    assert asyncio.run(crowded()).token_ids == alone.token_ids
+
+
+def test_on_token_streams_exactly_the_final_tokens_in_order(sampler):
+    streamed = []
+
+    async def run():
+        return await sampler.sample(
+            prompt_token_ids=_prompt(5, 31), params=SamplingParams(max_tokens=9),
+            on_token=lambda token_id, logprob: streamed.append((token_id, logprob)),
+        )
+
+    result = asyncio.run(run())
+
+    assert streamed == list(zip(result.token_ids, result.logprobs))
+
+
+def test_cancelling_a_caller_frees_its_row(model):
+    sampler = HFLocalSampler(model, max_batch_size=1)
+    streamed = []
+
+    async def run():
+        long = None
+
+        def on_token(token_id, logprob):
+            streamed.append(token_id)
+            if len(streamed) == 3:
+                long.cancel()
+
+        long = asyncio.ensure_future(
+            sampler.sample(prompt_token_ids=_prompt(4, 1), params=SamplingParams(max_tokens=4000), on_token=on_token)
+        )
+        await asyncio.sleep(0)
+        short = await sampler.sample(prompt_token_ids=_prompt(4, 2), params=SamplingParams(max_tokens=2))
+        return long, short
+
+    try:
+        long, short = asyncio.run(run())
+    finally:
+        sampler.close()
+    assert long.cancelled() and len(short.token_ids) == 2
+    assert len(streamed) < 10  # the row left at the next step, it did not decode on
+
+
+def test_swap_model_waits_for_rows_in_flight_and_later_results_carry_the_new_version(model):
+    sampler = HFLocalSampler(model)
+    events = []
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        started = asyncio.Event()
+        long = asyncio.ensure_future(sampler.sample(
+            prompt_token_ids=_prompt(4, 1), params=SamplingParams(max_tokens=40),
+            on_token=_after_tokens(2, started.set),
+        ))
+        long.add_done_callback(lambda _: events.append("long done"))
+        await started.wait()
+        swap = loop.run_in_executor(None, lambda: sampler.swap_model(model, policy_version=5))
+        while not sampler._swaps_pending:  # the swap is waiting: requests from now on wait for it
+            await asyncio.sleep(0.001)
+        late = asyncio.ensure_future(sampler.sample(
+            prompt_token_ids=_prompt(4, 2), params=SamplingParams(max_tokens=2),
+            on_token=_after_tokens(1, lambda: events.append("late started")),
+        ))
+        await swap
+        events.append("swapped")
+        return await long, await late
+
+    try:
+        long, late = asyncio.run(run())
+    finally:
+        sampler.close()
+    assert events == ["long done", "swapped", "late started"]
+    assert long.policy_version == 0 and len(long.token_ids) == 40
+    assert late.policy_version == 5

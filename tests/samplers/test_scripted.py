@@ -84,3 +84,19 @@ def test_text_replies_need_encode():
         ScriptedSampler(["hello"])
     with pytest.raises(SamplingError, match="encode"):
         _sample(ScriptedSampler(lambda prompt, params: "hello"))
+
+
+def test_on_token_receives_every_token_in_order_before_the_result(im_end):
+    streamed = []
+    sampler = ScriptedSampler([[5, 6, 7]], logprob=lambda position, token_id: -float(position))
+
+    async def run():
+        result = await sampler.sample(
+            prompt_token_ids=[1], params=SamplingParams(stop_token_ids=(im_end,)),
+            on_token=lambda token_id, logprob: streamed.append((token_id, logprob)),
+        )
+        assert streamed == list(zip(result.token_ids, result.logprobs))  # all delivered before return
+        return result
+
+    result = asyncio.run(run())
+    assert result.token_ids == (5, 6, 7, im_end)

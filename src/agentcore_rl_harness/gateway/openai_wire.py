@@ -1,15 +1,24 @@
-"""OpenAI Chat Completions wire format: the request model, response JSON, SSE chunks. Pure."""
+"""OpenAI Chat Completions wire: request model, messages <-> internal form, JSON, SSE chunks. Pure.
+
+Streaming sends one role chunk, `reasoning_content` and `content` deltas as tokens are sampled,
+then every tool call (each with its own `index`, an id-and-name chunk then an arguments chunk),
+the finish chunk, the usage chunk when `stream_options.include_usage`, and `data: [DONE]`.
+"""
 
 from __future__ import annotations
 
+import datetime
 import json
-import secrets
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from ..records import Usage
+from .messages import Message, WireError, assistant, canonical_arguments, new_id, text_of, tool_call
 from .rendering import ParsedReply
+from .streaming import Delta
+from .turn import TurnResult
 
 DONE = "data: [DONE]\n\n"
 
@@ -35,12 +44,47 @@ class ChatCompletionRequest(BaseModel):
     n: int | None = None
 
 
-def new_completion_id() -> str:
-    return "chatcmpl-" + secrets.token_hex(12)
+def to_internal(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """Chat messages -> internal messages (see `messages.py`)."""
+    internal = []
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+            raise WireError(f"{where} needs a string 'role'")
+        role = "system" if message["role"] == "developer" else message["role"]
+        content = text_of(message.get("content"), where=where)
+        if role == "assistant":
+            calls = [tool_call(str(call.get("id") or ""), str((call.get("function") or {}).get("name", "")),
+                               (call.get("function") or {}).get("arguments", "{}"))
+                     for call in message.get("tool_calls") or ()]
+            reasoning = message.get("reasoning_content", message.get("reasoning"))
+            internal.append(assistant(content, reasoning=reasoning if isinstance(reasoning, str) else None,
+                                      tool_calls=calls))
+        elif role == "tool":
+            internal.append({"role": "tool", "tool_call_id": str(message.get("tool_call_id") or ""),
+                             "content": content})
+        elif role in ("system", "user"):
+            internal.append({"role": role, "content": content})
+        else:
+            raise WireError(f"{where}: unsupported role {message['role']!r}")
+    return internal
 
 
-def new_tool_call_ids(count: int) -> list[str]:
-    return ["call_" + secrets.token_hex(12) for _ in range(count)]
+def from_internal(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Internal messages -> chat messages as a client would send them."""
+    chat = []
+    for message in messages:
+        if message["role"] != "assistant":
+            chat.append(dict(message))
+            continue
+        out: dict[str, Any] = {"role": "assistant", "content": message["content"]}
+        if message.get("tool_calls"):
+            out["content"] = message["content"] or None
+            out["tool_calls"] = [dict(call) for call in message["tool_calls"]]
+        if message.get("reasoning"):
+            out["reasoning_content"] = message["reasoning"]
+        chat.append(out)
+    return chat
 
 
 def finish_reason(reply: ParsedReply, sampled_finish: str) -> str:
@@ -50,44 +94,29 @@ def finish_reason(reply: ParsedReply, sampled_finish: str) -> str:
     return "tool_calls" if reply.tool_calls else "stop"
 
 
-def _tool_calls(reply: ParsedReply, call_ids: list[str]) -> list[dict[str, Any]]:
-    return [
-        {"id": call_id, "type": "function",
-         "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
-        for call_id, call in zip(call_ids, reply.tool_calls, strict=True)
-    ]
+def reply_tool_calls(reply: ParsedReply, prefix: str = "call_") -> list[dict[str, Any]]:
+    """The reply's tool calls in the internal form, with fresh ids."""
+    return [tool_call(new_id(prefix), call.name, call.arguments) for call in reply.tool_calls]
 
 
-def assistant_message(reply: ParsedReply, call_ids: list[str]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-    if reply.tool_calls:
-        message["content"] = reply.content or None
-        message["tool_calls"] = _tool_calls(reply, call_ids)
-    if reply.reasoning is not None:
-        message["reasoning_content"] = reply.reasoning
-    return message
+def reply_message(reply: ParsedReply, calls: list[dict[str, Any]]) -> Message:
+    """The internal assistant message a reply is returned as (on every wire)."""
+    return assistant(reply.content, reasoning=reply.reasoning, tool_calls=calls)
 
 
 def usage_json(usage: Usage) -> dict[str, int]:
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-    }
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens}
 
 
-def completion_json(
-    *, completion_id: str, created: int, model: str, reply: ParsedReply, call_ids: list[str],
-    finish: str, usage: Usage,
-) -> dict[str, Any]:
+def completion_json(*, completion_id: str, created: int, model: str, result: TurnResult,
+                    calls: list[dict[str, Any]]) -> dict[str, Any]:
+    (message,) = from_internal([reply_message(result.reply, calls)])
     return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "choices": [{"index": 0, "message": assistant_message(reply, call_ids),
-                     "finish_reason": finish, "logprobs": None}],
-        "usage": usage_json(usage),
+        "id": completion_id, "object": "chat.completion", "created": created, "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None,
+                     "finish_reason": finish_reason(result.reply, result.sampled_finish)}],
+        "usage": usage_json(result.usage),
     }
 
 
@@ -95,64 +124,40 @@ def sse(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def _chunk(completion_id: str, created: int, model: str, delta: dict[str, Any],
-           finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": completion_id,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
-    }
+class ChatStream:
+    """The Chat Completions SSE grammar for one streamed turn (a `streaming.WireStream`)."""
 
+    def __init__(self, *, completion_id: str, created: int, model: str, include_usage: bool) -> None:
+        self._head = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
+                      "model": model}
+        self._include_usage = include_usage
 
-def role_chunk(completion_id: str, created: int, model: str) -> dict[str, Any]:
-    return _chunk(completion_id, created, model, {"role": "assistant", "content": ""})
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> str:
+        return sse({**self._head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish,
+                                               "logprobs": None}]})
 
+    def start(self) -> list[str]:
+        return [self._chunk({"role": "assistant", "content": ""})]
 
-def content_chunk(completion_id: str, created: int, model: str, text: str, *,
-                  field: str = "content") -> dict[str, Any]:
-    return _chunk(completion_id, created, model, {field: text})
+    def delta(self, delta: Delta) -> list[str]:
+        field = "reasoning_content" if delta.kind == "reasoning" else "content"
+        return [self._chunk({field: delta.text})]
 
+    def finish(self, result: TurnResult) -> list[str]:
+        events = []
+        for index, call in enumerate(reply_tool_calls(result.reply)):
+            head = {"index": index, "id": call["id"], "type": "function",
+                    "function": {"name": call["function"]["name"], "arguments": ""}}
+            events.append(self._chunk({"tool_calls": [head]}))
+            events.append(self._chunk({"tool_calls": [
+                {"index": index, "function": {"arguments": call["function"]["arguments"]}}]}))
+        events.append(self._chunk({}, finish_reason(result.reply, result.sampled_finish)))
+        if self._include_usage:
+            events.append(sse({**self._head, "choices": [], "usage": usage_json(result.usage)}))
+        return [*events, DONE]
 
-def tool_call_chunks(completion_id: str, created: int, model: str, reply: ParsedReply,
-                     call_ids: list[str]) -> list[dict[str, Any]]:
-    """Per call: one chunk with id and name, one with the arguments, each carrying its index."""
-    chunks = []
-    for index, call in enumerate(_tool_calls(reply, call_ids)):
-        head = {"index": index, "id": call["id"], "type": "function",
-                "function": {"name": call["function"]["name"], "arguments": ""}}
-        body = {"index": index, "function": {"arguments": call["function"]["arguments"]}}
-        chunks.append(_chunk(completion_id, created, model, {"tool_calls": [head]}))
-        chunks.append(_chunk(completion_id, created, model, {"tool_calls": [body]}))
-    return chunks
-
-
-def finish_chunk(completion_id: str, created: int, model: str, finish: str) -> dict[str, Any]:
-    return _chunk(completion_id, created, model, {}, finish)
-
-
-def usage_chunk(completion_id: str, created: int, model: str, usage: Usage) -> dict[str, Any]:
-    return {"id": completion_id, "object": "chat.completion.chunk", "created": created,
-            "model": model, "choices": [], "usage": usage_json(usage)}
-
-
-def stream_events(
-    *, completion_id: str, created: int, model: str, reply: ParsedReply, call_ids: list[str],
-    finish: str, usage: Usage | None,
-) -> list[str]:
-    """The whole SSE body for a reply that is already sampled (usage chunk if asked for)."""
-    chunks = [role_chunk(completion_id, created, model)]
-    if reply.reasoning is not None:
-        chunks.append(content_chunk(completion_id, created, model, reply.reasoning,
-                                    field="reasoning_content"))
-    if reply.content:
-        chunks.append(content_chunk(completion_id, created, model, reply.content))
-    chunks += tool_call_chunks(completion_id, created, model, reply, call_ids)
-    chunks.append(finish_chunk(completion_id, created, model, finish))
-    if usage is not None:
-        chunks.append(usage_chunk(completion_id, created, model, usage))
-    return [sse(chunk) for chunk in chunks] + [DONE]
+    def error(self, status: int, message: str) -> list[str]:
+        return [sse(error_json(message, type="server_error" if status >= 500 else "invalid_request_error"))]
 
 
 def error_json(message: str, *, type: str, code: str | None = None) -> dict[str, Any]:
@@ -160,5 +165,14 @@ def error_json(message: str, *, type: str, code: str | None = None) -> dict[str,
 
 
 def models_json(model_id: str, created: int) -> dict[str, Any]:
-    return {"object": "list",
-            "data": [{"id": model_id, "object": "model", "created": created, "owned_by": "agentcore-rl"}]}
+    """A model list both SDKs parse (OpenAI's `object`/`owned_by`, Anthropic's `type`/`display_name`)."""
+    created_at = datetime.datetime.fromtimestamp(created, datetime.timezone.utc)
+    entry = {"id": model_id, "object": "model", "created": created, "owned_by": "agentcore-rl",
+             "type": "model", "display_name": model_id,
+             "created_at": created_at.isoformat().replace("+00:00", "Z")}
+    return {"object": "list", "data": [entry], "has_more": False, "first_id": model_id, "last_id": model_id}
+
+
+__all__ = ["DONE", "ChatCompletionRequest", "ChatStream", "canonical_arguments", "completion_json",
+           "error_json", "finish_reason", "from_internal", "models_json", "reply_message",
+           "reply_tool_calls", "sse", "to_internal", "usage_json"]

@@ -2,9 +2,15 @@
 
 `ChatTemplateRenderer` uses the tokenizer's own chat template. Messages are normalised first
 (`normalize_messages`) so that what the gateway compares and what the template sees are the same
-thing: string content, tool-call arguments as dicts, no ids. Tool calls are supported when the
-template speaks the Hermes format (`<tool_call>{json}</tool_call>`); a request with tools against a
-template without a known tool format is a `RenderError`, never silently dropped tools.
+thing: string content, tool-call arguments as dicts, no ids, and `reasoning_content` kept for
+templates that render it (Qwen3). The tool-call format is read from the template's content
+(`tool_formats`): Hermes/Qwen JSON `<tool_call>`, Qwen XML `<function=...>`, Llama 3.1 JSON. A
+request with tools against a template without a known tool format is a `RenderError`, never
+silently dropped tools; a reply that cannot be parsed is text with `ill_formed` set.
+
+Rendering relies on transformers' `apply_chat_template(..., tokenize=False)` returning the text
+and on its Jinja environment (trim_blocks, `tojson`); `SUPPORTED_TRANSFORMERS` is the range this
+is tested on, checked when a renderer is built.
 """
 
 from __future__ import annotations
@@ -13,26 +19,45 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
+from importlib import metadata, resources
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import RenderError
+from .tool_formats import ToolCall, ToolFormat, detect_tool_format
 
 Message = dict[str, Any]
 
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+SUPPORTED_TRANSFORMERS = ">=5.0,<6"
+
 _THINK = re.compile(r"\s*<think>(.*?)(?:</think>|$)", re.DOTALL)
+
+__all__ = [
+    "SUPPORTED_TRANSFORMERS", "ChatTemplateRenderer", "Message", "ParsedReply", "Renderer", "ToolCall",
+    "check_transformers_version", "load_template", "message_key", "normalize_message",
+    "normalize_messages",
+]
+
+
+def check_transformers_version(version: str | None = None) -> None:
+    """Raise `RenderError` unless transformers (or `version`) is in `SUPPORTED_TRANSFORMERS`."""
+    from packaging.specifiers import SpecifierSet
+
+    if version is None:
+        try:
+            version = metadata.version("transformers")
+        except metadata.PackageNotFoundError:
+            return  # a duck-typed tokenizer without transformers: nothing to check
+    if version not in SpecifierSet(SUPPORTED_TRANSFORMERS, prereleases=True):
+        raise RenderError(
+            f"transformers {version} is outside the supported range {SUPPORTED_TRANSFORMERS!r} "
+            "(chat-template rendering is tested only there); pip install "
+            f"'transformers{SUPPORTED_TRANSFORMERS}'"
+        )
 
 
 def load_template(name: str = "chatml_tools") -> str:
     """The text of a chat template shipped in `agentcore_rl_harness/templates/<name>.jinja`."""
     return resources.files("agentcore_rl_harness").joinpath(f"templates/{name}.jinja").read_text()
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    arguments: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -51,6 +76,8 @@ class ParsedReply:
     def to_message(self) -> Message:
         """The normalised assistant message the template would render for this reply."""
         message: Message = {"role": "assistant", "content": self.content}
+        if self.reasoning is not None:
+            message["reasoning_content"] = self.reasoning
         if self.tool_calls:
             message["tool_calls"] = [
                 {"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -75,7 +102,7 @@ class Renderer(Protocol):
 
     def decode(self, token_ids: Sequence[int]) -> str: ...
 
-    def parse_reply(self, text: str) -> ParsedReply: ...
+    def parse_reply(self, text: str, *, tools: Sequence[Mapping[str, Any]] | None = None) -> ParsedReply: ...
 
 
 def _text_of(content: Any) -> str:
@@ -113,6 +140,9 @@ def normalize_message(message: Mapping[str, Any]) -> Message:
     normalised: Message = {"role": str(message["role"]), "content": _text_of(message.get("content"))}
     if normalised["role"] == "developer":
         normalised["role"] = "system"
+    reasoning = message.get("reasoning_content", message.get("reasoning"))
+    if isinstance(reasoning, str) and normalised["role"] == "assistant":
+        normalised["reasoning_content"] = reasoning
     calls = message.get("tool_calls") or []
     if calls:
         normalised["tool_calls"] = [
@@ -130,7 +160,9 @@ def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
 
 
 def message_key(message: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Equality key of a normalised message: role, content and tool calls (name, parsed args)."""
+    """Equality key of a normalised message: role, content and tool calls (name, parsed args).
+
+    Reasoning is not part of the key: many clients drop it when they send the history back."""
     calls = tuple(
         (c["function"]["name"], json.dumps(c["function"]["arguments"], sort_keys=True))
         for c in message.get("tool_calls") or ()
@@ -138,20 +170,36 @@ def message_key(message: Mapping[str, Any]) -> tuple[Any, ...]:
     return (message["role"], message.get("content") or "", calls)
 
 
+_END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>")
+_EXTRA_STOPS = ("<|eom_id|>",)  # Llama: end of message, expecting a tool result
+
+
 class ChatTemplateRenderer:
-    """A `Renderer` over a Hugging Face tokenizer and its chat template."""
+    """A `Renderer` over a Hugging Face tokenizer and its chat template.
+
+    The template's content decides the end-of-turn token (the first of <|im_end|>, <|eot_id|>,
+    <|end|>, <end_of_turn> it writes that the tokenizer knows, else EOS), the tool-call format
+    (`tool_formats.detect_tool_format`) and whether reasoning is read from `<think>` blocks.
+    """
 
     def __init__(self, tokenizer: Any, *, chat_template: str | None = None) -> None:
+        check_transformers_version()
         self._tokenizer = tokenizer
         self._template = chat_template or tokenizer.chat_template
         if not self._template:
             raise RenderError("the tokenizer has no chat template; pass chat_template=...")
-        self.supports_tools = "<tool_call>" in self._template and "tools" in self._template
-        stop = [self._token_id("<|im_end|>") if "<|im_end|>" in self._template else None]
-        stop.append(tokenizer.eos_token_id)
+        self.tool_format: ToolFormat | None = detect_tool_format(self._template)
+        self.supports_tools = self.tool_format is not None
+        ends = [self._token_id(t) for t in _END_OF_TURN if t in self._template]
+        extra = [self._token_id(t) for t in _EXTRA_STOPS if t in self._template]
+        stop = [*ends, *extra, tokenizer.eos_token_id]
         self.stop_token_ids: tuple[int, ...] = tuple(dict.fromkeys(i for i in stop if i is not None))
         if not self.stop_token_ids:
-            raise RenderError("the tokenizer has neither <|im_end|> nor an eos token to stop on")
+            raise RenderError(
+                "the chat template writes no known end-of-turn token (<|im_end|>, <|eot_id|>, "
+                "<|end|>, <end_of_turn>) that the tokenizer knows, and the tokenizer has no eos "
+                "token; add the template's end-of-turn token to the tokenizer"
+            )
         self.end_of_turn: str = tokenizer.convert_ids_to_tokens(self.stop_token_ids[0])
 
     def _token_id(self, token: str) -> int | None:
@@ -164,8 +212,9 @@ class ChatTemplateRenderer:
     ) -> str:
         if tools and not self.supports_tools:
             raise RenderError(
-                "the request has tools but the chat template has no known tool format (Hermes "
-                "<tool_call>); use a tool-aware template, e.g. templates/chatml_tools.jinja"
+                "the request has tools but the chat template has no known tool format (Hermes or "
+                "Qwen <tool_call>, Llama 3.1 JSON); use a tool-aware template, e.g. "
+                "templates/chatml_tools.jinja"
             )
         try:
             return self._tokenizer.apply_chat_template(
@@ -186,39 +235,27 @@ class ChatTemplateRenderer:
     def decode(self, token_ids: Sequence[int]) -> str:
         return self._tokenizer.decode(list(token_ids), skip_special_tokens=False)
 
-    def parse_reply(self, text: str) -> ParsedReply:
-        reasoning = None
-        think = _THINK.match(text)
-        if think and "<think>" in text:
-            reasoning = think.group(1).strip()
-            text = text[think.end():].lstrip()
-        if not self.supports_tools or "<tool_call>" not in text:
+    def parse_reply(self, text: str, *, tools: Sequence[Mapping[str, Any]] | None = None) -> ParsedReply:
+        """Split a sampled reply into reasoning, visible text and tool calls; never raises.
+
+        `tools`, when given, lets formats that carry untyped values (Qwen XML) keep declared
+        strings as strings.
+        """
+        reasoning, text = _split_reasoning(text)
+        if self.tool_format is None:
             return ParsedReply(content=text, reasoning=reasoning)
-        calls = []
-        for body in _TOOL_CALL.findall(text):
-            call = _parse_call(body)
-            if call is None:
-                return ParsedReply(content=text, reasoning=reasoning, ill_formed=True)
-            calls.append(call)
-        rest = _TOOL_CALL.sub("", text)
-        if not calls or "<tool_call>" in rest:
-            return ParsedReply(content=text, reasoning=reasoning, ill_formed=True)
-        return ParsedReply(content=rest.strip(), reasoning=reasoning, tool_calls=tuple(calls))
+        parsed = self.tool_format.parse(text, tools=tools)
+        return ParsedReply(content=parsed.content, reasoning=reasoning, tool_calls=parsed.tool_calls,
+                           ill_formed=parsed.ill_formed)
 
 
-def _parse_call(body: str) -> ToolCall | None:
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-        return None
-    arguments = data.get("arguments", data.get("parameters", {}))
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError:
-            return None
-    if not isinstance(arguments, dict):
-        return None
-    return ToolCall(name=data["name"], arguments=arguments)
+def _split_reasoning(text: str) -> tuple[str | None, str]:
+    """`<think>r</think> rest` -> (r, rest). A reply that only closes (the template opened the
+    block in the generation prompt, as Qwen3.5 and DeepSeek-R1 do) is read the same way."""
+    think = _THINK.match(text)
+    if think and "<think>" in text:
+        return think.group(1).strip(), text[think.end():].lstrip()
+    if "</think>" in text and "<think>" not in text:
+        reasoning, _, rest = text.partition("</think>")
+        return reasoning.strip(), rest.lstrip()
+    return None, text

@@ -1,4 +1,8 @@
-"""`GatewayServer`: the gateway app under uvicorn on a background thread (works from sync code)."""
+"""`GatewayServer`: the gateway app under uvicorn on a background thread (works from sync code).
+
+A reaper thread closes sessions older than `GatewayConfig.session_ttl_s` every `reap_interval_s`
+(see `SessionStore.reap_expired`); their traces wait in `sessions.reaped()` / `sessions.finish`.
+"""
 
 from __future__ import annotations
 
@@ -14,16 +18,26 @@ from ..records import SamplingParams
 from .app import create_app
 from .rendering import Renderer
 from .sampling import SamplingBackend
-from .sessions import SessionStore
+from .sessions import SessionLimits, SessionStore
 
 
 @dataclass(frozen=True)
 class GatewayConfig:
+    """Where to serve, and the per-session policy and limits (None = unlimited)."""
+
     host: str = "127.0.0.1"
     port: int = 0
     max_body_bytes: int = 8 * 1024 * 1024
     sampling: SamplingParams = field(default_factory=SamplingParams)
     start_timeout_s: float = 10.0
+    context_budget_tokens: int | None = None
+    max_turns: int | None = 64
+    session_ttl_s: float | None = 3600.0
+    reap_interval_s: float = 1.0
+
+    def limits(self) -> SessionLimits:
+        return SessionLimits(max_turns=self.max_turns, context_budget_tokens=self.context_budget_tokens,
+                             ttl_s=self.session_ttl_s)
 
 
 class GatewayServer:
@@ -36,7 +50,8 @@ class GatewayServer:
         self.config = config
         self.model_id = model_id
         self.admin_token = admin_token or secrets.token_urlsafe(32)
-        self.sessions = SessionStore(renderer=renderer, default_sampling=config.sampling)
+        self.sessions = SessionStore(renderer=renderer, default_sampling=config.sampling,
+                                     limits=config.limits())
         self.app = create_app(
             sessions=self.sessions, sampler=sampler, renderer=renderer, model_id=model_id,
             admin_token=self.admin_token, max_body_bytes=config.max_body_bytes,
@@ -44,6 +59,8 @@ class GatewayServer:
         self._server = None
         self._thread: threading.Thread | None = None
         self._port: int | None = None
+        self._reaper: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     @property
     def port(self) -> int:
@@ -88,10 +105,23 @@ class GatewayServer:
                 self.stop()
                 raise HarnessError(f"the gateway did not start within {self.config.start_timeout_s} s")
             time.sleep(0.005)
+        if self.config.session_ttl_s is not None:
+            self._stopping.clear()
+            self._reaper = threading.Thread(target=self._reap, name=f"gateway-reaper-{self._port}",
+                                            daemon=True)
+            self._reaper.start()
         return self
 
+    def _reap(self) -> None:
+        while not self._stopping.wait(self.config.reap_interval_s):
+            self.sessions.reap_expired()
+
     def stop(self) -> None:
-        """Stop serving and join the thread. Safe to call twice."""
+        """Stop serving and join the threads. Safe to call twice."""
+        self._stopping.set()
+        if self._reaper is not None:
+            self._reaper.join(timeout=10)
+            self._reaper = None
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:

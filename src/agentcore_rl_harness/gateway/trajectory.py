@@ -3,29 +3,37 @@
 Each turn records its request (normalised messages + tools), the prompt token ids, the sampled
 completion ids and logprobs, the finish reason and the assistant message it returned.
 
-A new request is attached to the earlier turn P whose returned message equals the request's LAST
-assistant message (role, content, tool calls with arguments compared as parsed JSON) and whose
-own request equals the messages before it (and the same tools). Its prompt is then
+Mounting. A new request is attached to the latest earlier turn P whose returned message equals
+the request's LAST assistant message (role, content, tool calls with arguments compared as parsed
+JSON; reasoning ignored) and whose own request equals the messages before it (and the same
+tools). A request with no such P (first turn, a sub-agent with its own system prompt, an
+unrelated conversation) is a new root: its own row. Its prompt depends on `history`:
 
-    P.prompt_token_ids + P.completion_token_ids + encode(glue + suffix)
+  exact (default)   P.prompt_token_ids + P.completion_token_ids + encode(glue + suffix)
+                    The sampled ids are reused verbatim (never re-tokenised). `glue` is what the
+                    template writes after the reply's end-of-turn token ("\n" after <|im_end|>),
+                    `suffix` is render(messages) minus render(messages[:k+1]). Where the template
+                    renders the reply differently from what was sampled (dropped <think>,
+                    reformatted JSON) the turn counts a drift event and still uses the sampled ids.
+                    A template that rewrites history so no suffix exists (even with reasoning
+                    removed) makes the turn a new root: a fork + a drift event.
+  template          encode(render(messages)): what the deployed template shows the model. If that
+                    still starts with P's prompt + sampled ids the turn continues P's row; else
+                    it is a new root (fork + drift) and P keeps its own row.
 
-where the completion ids are the exact sampled tokens (never re-tokenised), `glue` is what the
-template writes after the assistant's end-of-turn token ("\\n" after <|im_end|> in ChatML) and
-`suffix` is render(messages, add_generation_prompt) minus render(messages[:k+1]). If the
-re-rendered assistant text differs from the decoded sample (e.g. dropped <think>, reformatted
-JSON) the turn counts a drift event, and the sampled ids are still used. Without such a P the
-turn is a new root, rendered in full; a new root in a session that already has turns, or a second
-child of one parent (an edited history), counts a fork.
+Either way no sampled token is ever re-masked or dropped: it stays in P's chain. A second child
+of one parent (an edited history) or a new root in a session that already has turns is a fork.
 
-    root (T0) ── T1 ── T2          leaf T2 -> Trace A: T0, T1, T2 sampled tokens trained
-                  └─── T3          leaf T3 -> Trace B: T0, T1 mask 0 (trained in A), T3 mask 1
-    root (T4)                      leaf T4 -> Trace C (a fork: a fresh conversation)
+    root T0 ── T1 ── T2         leaf T2 -> Trace A: T0, T1, T2 sampled tokens trained
+                 └─── T3        leaf T3 -> Trace B: T0, T1 mask 0 (trained in A), T3 mask 1
+    root T4                     leaf T4 -> Trace C: a sub-agent, or a drift fork in `template`
 
 Linearization: one Trace per leaf, in turn order. token_ids = leaf prompt + leaf completion,
 prompt_length = the root's prompt length; loss_mask is 1 exactly on the sampled tokens of the
 chain's turns, 0 on template glue and tool results; logprobs are the sampled ones there and None
 elsewhere. A turn shared by several leaves is trained (mask 1) only in the first leaf's trace and
 keeps its logprobs with mask 0 in the others, so every sampled token is trained exactly once.
+Linearization is O(total tokens): each trace is built from its chain in one pass.
 """
 
 from __future__ import annotations
@@ -66,6 +74,8 @@ class Turn:
     ill_formed: bool
     drift: bool
     fork: bool
+    history_keys: tuple[tuple[Any, ...], ...] = ()
+    reply_key: tuple[Any, ...] = ()
 
 
 def _tools_key(tools: Sequence[Mapping[str, Any]] | None) -> str:
@@ -76,11 +86,26 @@ def _keys(messages: Sequence[Message]) -> list[tuple[Any, ...]]:
     return [message_key(m) for m in messages]
 
 
-class TurnTree:
-    """The turns of one session. Not thread-safe: the owning session serialises access."""
+HISTORY_MODES = ("exact", "template")
 
-    def __init__(self, renderer: Renderer) -> None:
+
+def _without_reasoning(messages: Sequence[Message]) -> tuple[Message, ...]:
+    return tuple({k: v for k, v in m.items() if k != "reasoning_content"} for m in messages)
+
+
+class TurnTree:
+    """The turns of one session. Not thread-safe: the owning session serialises access.
+
+    `history` is "exact" (prompts reuse the sampled ids) or "template" (prompts are the
+    template's rendering; a turn whose rendering no longer contains its parent's sampled ids
+    starts a new row).
+    """
+
+    def __init__(self, renderer: Renderer, *, history: str = "exact") -> None:
+        if history not in HISTORY_MODES:
+            raise ValueError(f"history={history!r} is not a history mode; choose one of {', '.join(HISTORY_MODES)}")
         self._renderer = renderer
+        self.history = history
         self._turns: list[Turn] = []
 
     @property
@@ -93,31 +118,43 @@ class TurnTree:
         tools_key = _tools_key(tools)
         last = next((i for i in range(len(normalised) - 1, -1, -1) if normalised[i]["role"] == "assistant"), None)
         parent = None if last is None else self._find_parent(normalised, last, tools_key)
+        if parent is not None and self.history == "template":
+            prompt = tuple(self._renderer.encode(self._renderer.render(normalised, tools=tools)))
+            sampled = parent.prompt_token_ids + parent.completion_token_ids
+            if prompt[:len(sampled)] == sampled:
+                return PromptPlan(prompt, normalised, tools_key, parent.index, False)
+            return PromptPlan(prompt, normalised, tools_key, None, True)
         if parent is not None:
             extended = self._extend(parent, normalised, last, tools)
             if extended is not None:
                 prompt, drift = extended
                 return PromptPlan(prompt, normalised, tools_key, parent.index, drift)
         prompt = tuple(self._renderer.encode(self._renderer.render(normalised, tools=tools)))
-        return PromptPlan(prompt, normalised, tools_key, None, False)
+        return PromptPlan(prompt, normalised, tools_key, None, parent is not None)
 
     def _find_parent(self, messages: tuple[Message, ...], last: int, tools_key: str) -> Turn | None:
         reply_key = message_key(messages[last])
         history = _keys(messages[:last])
         for turn in reversed(self._turns):
-            if (turn.tools_key == tools_key and message_key(turn.reply) == reply_key
-                    and _keys(turn.messages) == history):
+            if (turn.tools_key == tools_key and turn.reply_key == reply_key
+                    and len(turn.history_keys) == last and list(turn.history_keys) == history):
                 return turn
         return None
 
     def _extend(self, parent: Turn, messages: tuple[Message, ...], last: int,
                 tools: Sequence[Mapping[str, Any]] | None) -> tuple[tuple[int, ...], bool] | None:
+        """parent prompt + sampled ids + the template's text after the reply, or None when the
+        template offers no such suffix. Tried as sent, then with reasoning removed (templates
+        that drop earlier `<think>` blocks render the reply differently once a turn follows)."""
         render = self._renderer.render
-        head = render(messages[:last], tools=tools, add_generation_prompt=True)
-        with_reply = render(messages[: last + 1], tools=tools, add_generation_prompt=False)
-        full = render(messages, tools=tools, add_generation_prompt=True)
-        if not (with_reply.startswith(head) and full.startswith(with_reply)):
-            return None  # the template rewrites history here: no exact prefix to extend
+        for variant in (messages, _without_reasoning(messages)):
+            head = render(variant[:last], tools=tools, add_generation_prompt=True)
+            with_reply = render(variant[: last + 1], tools=tools, add_generation_prompt=False)
+            full = render(variant, tools=tools, add_generation_prompt=True)
+            if with_reply.startswith(head) and full.startswith(with_reply):
+                break
+        else:
+            return None
         block = with_reply[len(head):]
         sampled = self._renderer.decode(parent.completion_token_ids)
         drift = not block.startswith(sampled)
@@ -145,6 +182,7 @@ class TurnTree:
             finish_reason=finish, policy_version=sample.policy_version,
             reply=reply.to_message(), tool_calls=len(reply.tool_calls),
             ill_formed=reply.ill_formed, drift=plan.drift, fork=fork,
+            history_keys=tuple(_keys(plan.messages)), reply_key=message_key(reply.to_message()),
         )
         self._turns.append(turn)
         return turn
@@ -171,9 +209,9 @@ class TurnTree:
             start = len(turn.prompt_token_ids) - prompt_length
             mask = 0 if turn.index in trained else 1
             trained.add(turn.index)
-            for offset, logprob in enumerate(turn.logprobs):
-                loss_mask[start + offset] = mask
-                logprobs[start + offset] = logprob
+            end = start + len(turn.logprobs)
+            loss_mask[start:end] = [mask] * len(turn.logprobs)
+            logprobs[start:end] = turn.logprobs
         return Trace(
             token_ids=token_ids, prompt_length=prompt_length, loss_mask=tuple(loss_mask),
             logprobs=tuple(logprobs), finish_reason=leaf.finish_reason,

@@ -1,8 +1,22 @@
 """One chat turn: render -> sample -> parse -> record, under the session's sampling policy.
 
-The session's sampling wins over what the agent asks for: the agent may only lower `max_tokens`.
-Every other attempted change (temperature, top_p, top_k, seed, stop, a higher max_tokens) is
-ignored and counted in the session metadata, so a trainer sees the policy it configured.
+A turn has two steps so that a streaming route can answer errors with a proper status before it
+sends any byte: `prepare_turn` (plan the prompt, apply the policy, take a turn slot; raises) and
+`sample_turn` (sample, parse, record). `run_turn` does both.
+
+Sampling policy. The session's sampling wins over what the agent asks for: the agent may only
+lower `max_tokens`. Every other attempted change (temperature, top_p, top_k, seed, stop, a higher
+max_tokens) is ignored and counted in the session metadata, so a trainer sees the policy it
+configured.
+
+Context budget. A session's `context_budget_tokens` bounds prompt + reply of every turn (the
+length of the trace row the turn extends). When the prompt leaves less room than `max_tokens`,
+`max_tokens` is lowered to what remains; when it leaves none, the turn ends at once with
+finish reason `length` and an empty reply, nothing is sampled or recorded, and the session counts
+`context_budget_exhausted`.
+
+Recording. A turn is recorded only when its sample is complete. A sample is never cancelled
+because the client went away (see `streaming.py`): sampled tokens are always recorded.
 """
 
 from __future__ import annotations
@@ -15,9 +29,9 @@ from typing import Any
 from ..errors import SamplingError
 from ..records import SampleResult, SamplingParams, Usage
 from .rendering import ParsedReply, Renderer
-from .sampling import SamplingBackend
+from .sampling import SamplingBackend, TokenCallback
 from .sessions import Session
-from .trajectory import Turn
+from .trajectory import PromptPlan, Turn
 
 
 @dataclass(frozen=True)
@@ -33,11 +47,26 @@ class RequestedSampling:
 
 
 @dataclass(frozen=True)
+class PreparedTurn:
+    """A planned turn holding one of the session's turn slots until `sample_turn` ends."""
+
+    session: Session
+    plan: PromptPlan
+    params: SamplingParams
+    tools: tuple[Mapping[str, Any], ...] | None
+    exhausted: bool
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.plan.prompt_token_ids)
+
+
+@dataclass(frozen=True)
 class TurnResult:
     reply: ParsedReply
     sampled_finish: str
     usage: Usage
-    turn: Turn
+    turn: Turn | None
 
 
 def effective_sampling(
@@ -60,6 +89,29 @@ def effective_sampling(
     return dataclasses.replace(session, max_tokens=max_tokens, stop_token_ids=stops), overrides
 
 
+def prepare_turn(
+    *, session: Session, renderer: Renderer, messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None, requested: RequestedSampling,
+) -> PreparedTurn:
+    """Plan the prompt and the params; raises before anything is sampled (turn cap, render)."""
+    plan = session.plan(messages, tools)
+    params, overrides = effective_sampling(session.sampling, requested, renderer.stop_token_ids)
+    budget = session.limits.context_budget_tokens
+    exhausted = False
+    if budget is not None:
+        remaining = budget - len(plan.prompt_token_ids)
+        exhausted = remaining <= 0
+        if not exhausted and remaining < params.max_tokens:
+            params = dataclasses.replace(params, max_tokens=remaining)
+    session.begin_turn()
+    for name in overrides:
+        session.count_override(name)
+    if exhausted:
+        session.count_event("context_budget_exhausted")
+    return PreparedTurn(session=session, plan=plan, params=params,
+                        tools=tuple(tools) if tools else None, exhausted=exhausted)
+
+
 def _check_sample(sample: SampleResult) -> None:
     if len(sample.logprobs) != len(sample.token_ids):
         raise SamplingError(
@@ -68,24 +120,36 @@ def _check_sample(sample: SampleResult) -> None:
         )
 
 
+async def sample_turn(
+    prepared: PreparedTurn, *, sampler: SamplingBackend, renderer: Renderer,
+    on_token: TokenCallback | None = None,
+) -> TurnResult:
+    """Sample the prepared turn, parse the reply and record it; always releases the turn slot."""
+    session, plan, params = prepared.session, prepared.plan, prepared.params
+    try:
+        if prepared.exhausted:
+            return TurnResult(reply=ParsedReply(content=""), sampled_finish="length",
+                              usage=Usage(len(plan.prompt_token_ids), 0), turn=None)
+        extra = {} if on_token is None else {"on_token": on_token}
+        sample = await sampler.sample(prompt_token_ids=plan.prompt_token_ids, params=params, **extra)
+        _check_sample(sample)
+        reply_ids = sample.token_ids
+        if reply_ids and reply_ids[-1] in params.stop_token_ids:
+            reply_ids = reply_ids[:-1]
+        reply = renderer.parse_reply(renderer.decode(reply_ids), tools=prepared.tools)
+        turn = session.record(plan, sample, reply)
+    finally:
+        session.end_turn()
+    return TurnResult(reply=reply, sampled_finish=turn.finish_reason,
+                      usage=Usage(len(plan.prompt_token_ids), len(sample.token_ids)), turn=turn)
+
+
 async def run_turn(
     *, session: Session, sampler: SamplingBackend, renderer: Renderer,
     messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None,
     requested: RequestedSampling,
 ) -> TurnResult:
     """Sample one assistant reply for `messages` and record it in the session's tree."""
-    plan = session.plan(messages, tools)
-    params, overrides = effective_sampling(session.sampling, requested, renderer.stop_token_ids)
-    for name in overrides:
-        session.count_override(name)
-    sample = await sampler.sample(prompt_token_ids=plan.prompt_token_ids, params=params)
-    _check_sample(sample)
-    reply_ids = sample.token_ids
-    if reply_ids and reply_ids[-1] in params.stop_token_ids:
-        reply_ids = reply_ids[:-1]
-    reply = renderer.parse_reply(renderer.decode(reply_ids))
-    turn = session.record(plan, sample, reply)
-    return TurnResult(
-        reply=reply, sampled_finish=turn.finish_reason,
-        usage=Usage(len(plan.prompt_token_ids), len(sample.token_ids)), turn=turn,
-    )
+    prepared = prepare_turn(session=session, renderer=renderer, messages=messages, tools=tools,
+                            requested=requested)
+    return await sample_turn(prepared, sampler=sampler, renderer=renderer)

@@ -46,8 +46,40 @@ class RunInfo(BaseModel):
     wall_time_s: float = Field(description="Wall time of the session.")
 
 
+class PhaseReport(BaseModel):
+    overall: Summary = Field(description="All tasks together, this phase only.")
+    tasks: dict[str, Summary] = Field(description="Per task, this phase only.")
+
+
+class Delta(BaseModel):
+    pre: float | None = Field(description="Success rate before training, on the paired rollouts.")
+    post: float | None = Field(description="Success rate after training, on the paired rollouts.")
+    delta: float | None = Field(description="post - pre, in absolute terms (0.25 = +25pp).")
+    pairs: int = Field(description="(row, sample) pairs present in both phases.")
+    improved: int = Field(description="Pairs that failed before and succeeded after.")
+    regressed: int = Field(description="Pairs that succeeded before and failed after.")
+    p_value: float = Field(description="Two-sided exact McNemar test on the discordant pairs.")
+    reward_delta: float | None = Field(description="Mean reward post - pre on the pairs.")
+
+
+class DeltaReport(BaseModel):
+    overall: Delta = Field(description="All tasks together.")
+    tasks: dict[str, Delta] = Field(description="Per task.")
+
+
+class TrainStep(BaseModel):
+    step: int = Field(description="0-based trainer step.")
+    reward_mean: float | None = Field(description="Mean training reward of the step's rollouts.")
+    success_rate: float | None = Field(description="Success rate of the step's rollouts.")
+    loss: float | None = Field(description="Policy loss of the step.")
+
+
 class Report(BaseModel):
     schema_version: int = Field(default=REPORT_SCHEMA_VERSION, description="report.json version.")
     run: RunInfo = Field(description="What ran, with which config and versions.")
-    overall: Summary = Field(description="All tasks together.")
-    tasks: dict[str, Summary] = Field(description="Per task.")
+    overall: Summary = Field(description="All tasks together (the pytest items' phase).")
+    tasks: dict[str, Summary] = Field(description="Per task (the pytest items' phase).")
+    pre: PhaseReport | None = Field(default=None, description="run mode: before training.")
+    post: PhaseReport | None = Field(default=None, description="run mode: after training.")
+    delta: DeltaReport | None = Field(default=None, description="run mode: paired pre vs post.")
+    train: list[TrainStep] | None = Field(default=None, description="The reward curve, per step.")

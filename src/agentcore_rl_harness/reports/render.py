@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..records import Rollout, Status
-from .model import Report, Summary
+from .model import Delta, Report, Summary
 
 
 def write_reports(run_dir: Path, report: Report, rollouts: Sequence[Rollout]) -> None:
@@ -35,6 +35,47 @@ def verdict(summary: Summary) -> str:
     )
 
 
+def delta_line(delta: Delta) -> str:
+    if delta.delta is None:
+        return "no paired rollouts"
+    return (
+        f"{_pct(delta.pre)} -> {_pct(delta.post)} ({100 * delta.delta:+.1f}pp, "
+        f"{delta.pairs} pairs, {delta.improved} improved / {delta.regressed} regressed, "
+        f"McNemar p={delta.p_value:.3g})"
+    )
+
+
+def _delta_section(report: Report) -> list[str]:
+    if report.delta is None:
+        return []
+    lines = [
+        "",
+        "## Before and after training (paired by row and sample)",
+        "",
+        "| task | pre | post | delta | pairs | improved / regressed | p (McNemar) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, delta in [*report.delta.tasks.items(), ("**overall**", report.delta.overall)]:
+        change = "n/a" if delta.delta is None else f"{100 * delta.delta:+.1f}pp"
+        lines.append(
+            f"| {_md_cell(name)} | {_pct(delta.pre)} | {_pct(delta.post)} | {change} | "
+            f"{delta.pairs} | {delta.improved} / {delta.regressed} | {delta.p_value:.3g} |"
+        )
+    return lines
+
+
+def _train_section(report: Report) -> list[str]:
+    if not report.train:
+        return []
+    lines = ["", "## Training reward per step", "", "| step | reward | success | loss |",
+             "|---|---|---|---|"]
+    for step in report.train:
+        reward = "n/a" if step.reward_mean is None else f"{step.reward_mean:.3f}"
+        loss = "n/a" if step.loss is None else f"{step.loss:.4f}"
+        lines.append(f"| {step.step} | {reward} | {_pct(step.success_rate)} | {loss} |")
+    return lines
+
+
 def render_markdown(report: Report) -> str:
     lines = [
         f"# agentcore-rl {report.run.mode} report — {report.run.id}",
@@ -54,6 +95,8 @@ def render_markdown(report: Report) -> str:
             f"| {_md_cell(name)} | {_pct(rate.value)} | {_pct(rate.ci_low)}–{_pct(rate.ci_high)}"
             f" | {rate.n} | {reward} | {_pct(pass1)} | {_md_cell(failures)} |"
         )
+    lines += _delta_section(report)
+    lines += _train_section(report)
     lines += [
         "",
         f"Denominator: {report.overall.denominator}.",

@@ -30,3 +30,13 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def mcnemar_exact(improved: int, regressed: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant pairs (a binomial test at 1/2)."""
+    n = improved + regressed
+    if n == 0:
+        return 1.0
+    k = min(improved, regressed)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)

@@ -1,15 +1,19 @@
-"""`HFLocalSampler`: an in-process transformers `SamplingBackend` that batches concurrent calls.
+"""`HFLocalSampler`: an in-process transformers `SamplingBackend` with continuous batching.
 
-One worker thread owns the model. Concurrent `sample` calls queue up; the worker takes every
-waiting request (up to `max_batch_size`, waiting `batch_wait_s` for more) and decodes them together
-with left padding, an attention mask, explicit position ids and the model's KV cache.
+One worker thread owns the model and a running batch. Each loop iteration it admits waiting
+requests (up to `max_batch_size` rows in flight), prefills them as their own left-padded batch,
+merges their KV-cache rows into the running batch (`_kv`), then runs one decode step for every
+row. A row that finishes is delivered at once and leaves the batch; a row whose caller cancelled
+leaves at the next step. So a request waits at most one decode step plus its own prefill, however
+long the other rows run. Position ids count only a row's real tokens, so padding never shifts them.
 
 Logprob contract: `logprobs[i] = log_softmax(logits / T)[token_ids[i]]` in fp32, with T the
 request's temperature, taken BEFORE top-k / top-p truncation (truncation only restricts which
 tokens can be drawn). T == 0 means greedy argmax, and its logprob is taken at T = 1. A token in
 `stop_token_ids` ends the sample, is included in `token_ids` with its logprob, and gives finish
 reason "stop"; reaching `max_tokens` gives "length". No stop ids are added implicitly (not even
-EOS): the caller passes them.
+EOS): the caller passes them. A seeded request draws only from its own generator, so its tokens
+do not depend on what else is in the batch.
 """
 
 from __future__ import annotations
@@ -20,21 +24,27 @@ import os
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MissingDependencyError, SamplingError
+from ..gateway.sampling import TokenCallback
 from ..records import FinishReason, SampleResult, SamplingParams
 
 try:
     import torch
+
+    from . import _kv
 except ImportError as exc:  # pragma: no cover - exercised only without the [local] extra
     raise MissingDependencyError(
-        f"the hf_local sampler needs torch ({exc}); pip install 'agentcore-rl-harness[local]'"
+        f"the hf_local sampler needs torch and transformers ({exc}); "
+        "pip install 'agentcore-rl-harness[local]'"
     ) from exc
 
 _STOP = object()
+_PREFILL_CHUNK = 512  # prompt columns per prefill forward pass (bounds activation memory)
 
 
 @dataclass
@@ -43,14 +53,16 @@ class _Request:
     params: SamplingParams
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
+    on_token: TokenCallback | None = None
 
 
 class _Row:
-    """Decoding state of one request inside a batch."""
+    """Decoding state of one request inside the running batch."""
 
-    def __init__(self, request: _Request, device: Any) -> None:
+    def __init__(self, request: _Request, policy_version: int, device: Any) -> None:
         self.request = request
         self.params = request.params
+        self.policy_version = policy_version
         self.stop_ids = frozenset(request.params.stop_token_ids)
         self.token_ids: list[int] = []
         self.logprobs: list[float] = []
@@ -58,14 +70,41 @@ class _Row:
         self.generator = None
         if request.params.seed is not None:
             self.generator = torch.Generator(device=device).manual_seed(request.params.seed)
+        params = request.params
+        self.plain = params.temperature > 0 and params.top_k == 0 and params.top_p >= 1.0 and self.generator is None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.request.future.done()  # only the caller can finish it before we deliver
 
     def add(self, token_id: int, logprob: float) -> None:
         self.token_ids.append(token_id)
         self.logprobs.append(logprob)
+        if self.request.on_token is not None and not self.cancelled:
+            _call_in_loop(self.request, self.request.on_token, token_id, logprob)
         if token_id in self.stop_ids:
             self.finish_reason = FinishReason.STOP
         elif len(self.token_ids) >= self.params.max_tokens:
             self.finish_reason = FinishReason.LENGTH
+
+    def result(self) -> SampleResult:
+        return SampleResult(
+            token_ids=tuple(self.token_ids),
+            logprobs=tuple(self.logprobs),
+            finish_reason=self.finish_reason,
+            policy_version=self.policy_version,
+        )
+
+
+@dataclass
+class _Batch:
+    """The running batch: rows, their left-padded KV cache and mask, each row's next position."""
+
+    rows: list[_Row]
+    cache: Any
+    attention_mask: torch.Tensor  # [rows, columns], 1 for real tokens
+    positions: torch.Tensor  # [rows], number of real tokens so far = next position id
+    last_ids: torch.Tensor  # [rows], the token each row feeds next
 
 
 def _validate(params: SamplingParams) -> None:
@@ -95,11 +134,30 @@ def _draw(logprobs: torch.Tensor, params: SamplingParams, generator: Any) -> int
     return int(torch.multinomial(probs, 1, generator=generator).item())
 
 
+def _sample_tokens(rows: list[_Row], logits: torch.Tensor) -> tuple[list[int], list[float]]:
+    """One token per row from last-position logits [rows, vocab]: (token ids, their logprobs)."""
+    temperatures = torch.tensor([row.params.temperature or 1.0 for row in rows], dtype=torch.float32)
+    logprobs = torch.log_softmax(logits.float() / temperatures.unsqueeze(-1), dim=-1)
+    tokens = torch.argmax(logprobs, dim=-1)  # right for greedy rows; the others are overwritten
+    plain = [index for index, row in enumerate(rows) if row.plain]
+    if plain:
+        index = torch.tensor(plain)
+        tokens[index] = torch.multinomial(logprobs[index].exp(), 1).squeeze(-1)
+    for index, row in enumerate(rows):
+        if row.params.temperature > 0 and not row.plain:
+            tokens[index] = _draw(logprobs[index], row.params, row.generator)
+    picked = logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    return tokens.tolist(), picked.tolist()
+
+
 class HFLocalSampler:
     """Token-in/token-out sampling from an in-process transformers causal LM.
 
-    `model` may be replaced between batches: hold `lock` while changing the weights (or call
-    `swap_model`), then `set_policy_version`. `batches_run` and `forward_calls` count work done.
+    Weights change only between samples: `swap_model` / `set_policy_version` wait until every row
+    in flight has finished (admitting no new rows meanwhile), so each `SampleResult` was sampled
+    entirely under the `policy_version` it reports. The worker holds `lock` during each forward
+    step; code that edits the weights in place must hold it too. `batches_run` counts prefill
+    batches (requests admitted together), `forward_calls` counts forward passes.
     """
 
     def __init__(
@@ -121,6 +179,10 @@ class HFLocalSampler:
         self.forward_calls = 0
         self._queue: queue.Queue = queue.Queue()
         self._closed = False
+        self._state = threading.Condition()
+        self._in_flight = 0
+        self._swaps_pending = 0
+        self._forward_spec: tuple[Any, str, dict[str, Any]] | None = None
         self._worker = threading.Thread(target=self._run, name="hf-local-sampler", daemon=True)
         self._worker.start()
 
@@ -132,16 +194,25 @@ class HFLocalSampler:
         return cls(load_model(resolve_model(path), dtype=dtype), **kwargs)
 
     def set_policy_version(self, version: int) -> None:
-        with self.lock:
-            self.policy_version = version
+        """Label later samples with `version`, once the rows in flight have finished."""
+        self._between_samples(lambda: setattr(self, "policy_version", version))
 
     def swap_model(self, model: Any, *, policy_version: int) -> None:
-        """Replace the model between batches (a batch in flight finishes on the old one)."""
-        with self.lock:
+        """Replace the model once the rows in flight have finished; new requests wait meanwhile."""
+
+        def swap() -> None:
             self.model = model
             self.policy_version = policy_version
 
-    async def sample(self, *, prompt_token_ids: Sequence[int], params: SamplingParams) -> SampleResult:
+        self._between_samples(swap)
+
+    async def sample(
+        self,
+        *,
+        prompt_token_ids: Sequence[int],
+        params: SamplingParams,
+        on_token: TokenCallback | None = None,
+    ) -> SampleResult:
         if self._closed:
             raise SamplingError("the HF local sampler is closed")
         prompt = tuple(int(token) for token in prompt_token_ids)
@@ -157,7 +228,7 @@ class HFLocalSampler:
             )
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._queue.put(_Request(prompt, params, loop, future))
+        self._queue.put(_Request(prompt, params, loop, future, on_token))
         return await future
 
     def close(self) -> None:
@@ -167,99 +238,184 @@ class HFLocalSampler:
             self._queue.put(_STOP)
             self._worker.join()
 
-    def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is _STOP:
-                return
-            batch, stop = self._collect(first)
+    # -- weight changes -------------------------------------------------------------------------
+
+    def _between_samples(self, change: Any) -> None:
+        with self._state:
+            self._swaps_pending += 1
             try:
+                self._state.wait_for(lambda: self._in_flight == 0)
                 with self.lock:
-                    results = self._decode(batch)
-            except Exception as exc:
-                for request in batch:
-                    error = SamplingError(
-                        f"HF local sampler failed on a batch of {len(batch)} requests: "
-                        f"{type(exc).__name__}: {exc}"
-                    )
-                    error.__cause__ = exc
-                    _deliver(request, error=error)
-            else:
-                for request, result in zip(batch, results):
-                    _deliver(request, result=result)
-            if stop:
-                return
+                    change()
+            finally:
+                self._swaps_pending -= 1
+                self._state.notify_all()
 
-    def _collect(self, first: _Request) -> tuple[list[_Request], bool]:
-        batch = [first]
-        deadline = time.monotonic() + self.batch_wait_s
-        while len(batch) < self.max_batch_size:
-            remaining = deadline - time.monotonic()
-            try:
-                item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is _STOP:
-                return batch, True
-            batch.append(item)
-        return batch, False
+    def _admit(self, waiting: deque[_Request], room: int) -> list[_Row]:
+        with self._state:
+            if self._swaps_pending:
+                return []
+            requests = [waiting.popleft() for _ in range(min(room, len(waiting)))]
+            self._in_flight += len(requests)
+            version = self.policy_version
+        device = getattr(self.model, "device", torch.device("cpu"))
+        return [_Row(request, version, device) for request in requests]
 
-    @torch.inference_mode()
-    def _decode(self, batch: list[_Request]) -> list[SampleResult]:
-        model = self.model
-        version = self.policy_version
-        device = getattr(model, "device", torch.device("cpu"))
-        rows = [_Row(request, device) for request in batch]
-        width = max(len(request.prompt_token_ids) for request in batch)
-        input_ids = torch.zeros((len(batch), width), dtype=torch.long, device=device)
-        attention_mask = torch.zeros_like(input_ids)
-        for index, request in enumerate(batch):
-            prompt = torch.tensor(request.prompt_token_ids, dtype=torch.long, device=device)
-            input_ids[index, width - prompt.numel():] = prompt
-            attention_mask[index, width - prompt.numel():] = 1
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        temperatures = torch.tensor(
-            [request.params.temperature or 1.0 for request in batch], dtype=torch.float32, device=device
-        ).unsqueeze(-1)
-        self.batches_run += 1
-        cache_arg, extra = _forward_kwargs(model)
-        cache = None
+    def _release(self, count: int) -> None:
+        if count:
+            with self._state:
+                self._in_flight -= count
+                self._state.notify_all()
+
+    # -- the worker -----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        running: _Batch | None = None
+        waiting: deque[_Request] = deque()
+        closing = False
         while True:
-            output = model(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                position_ids=position_ids,
-                use_cache=True,
-                **{cache_arg: cache},
-                **extra,
-            )
-            self.forward_calls += 1
-            cache = getattr(output, cache_arg)
-            logprobs = torch.log_softmax(output.logits[:, -1, :].float() / temperatures, dim=-1)
-            next_ids = input_ids[:, -1].clone()
-            for index, row in enumerate(rows):
-                if row.finish_reason is not None:
-                    continue
-                if row.params.temperature == 0:
-                    token = int(torch.argmax(logprobs[index]).item())
+            if running is None and not waiting:
+                if closing:
+                    return
+                closing = self._take(waiting, block=True)
+            else:
+                closing = self._take(waiting, block=False) or closing
+            waiting = deque(request for request in waiting if not request.future.done())
+            if running is not None:
+                running = self._without(running, [row for row in running.rows if row.cancelled])
+            active = len(running.rows) if running is not None else 0
+            admitted = self._admit(waiting, self.max_batch_size - active) if waiting else []
+            if admitted:
+                joined = self._guarded(admitted, self._prefill, admitted)
+                if joined is not None and running is not None:
+                    running = self._guarded(running.rows + joined.rows, _merge, running, joined)
+                elif joined is not None:
+                    running = joined
+            if running is not None:
+                running = self._guarded(running.rows, self._step, running)
+            elif waiting and not admitted:
+                with self._state:  # a weight swap is pending: wait for it before admitting
+                    self._state.wait_for(lambda: not self._swaps_pending, timeout=0.1)
+
+    def _take(self, waiting: deque[_Request], *, block: bool) -> bool:
+        """Move queued requests to `waiting`; True once `close` was called.
+
+        When idle (`block`), wait for the first request, then `batch_wait_s` for others to join it.
+        """
+        try:
+            item = self._queue.get() if block else self._queue.get_nowait()
+            deadline = time.monotonic() + self.batch_wait_s if block else None
+            while True:
+                if item is _STOP:
+                    return True
+                waiting.append(item)
+                remaining = deadline - time.monotonic() if deadline is not None else 0
+                if remaining > 0 and len(waiting) < self.max_batch_size:
+                    item = self._queue.get(timeout=remaining)
                 else:
-                    token = _draw(logprobs[index], row.params, row.generator)
-                row.add(token, float(logprobs[index, token].item()))
-                next_ids[index] = token
-            if all(row.finish_reason is not None for row in rows):
-                break
-            input_ids = next_ids.unsqueeze(-1)
-            attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(rows), 1))], dim=-1)
-            position_ids = position_ids[:, -1:] + 1
-        return [
-            SampleResult(
-                token_ids=tuple(row.token_ids),
-                logprobs=tuple(row.logprobs),
-                finish_reason=row.finish_reason,
-                policy_version=version,
+                    item = self._queue.get_nowait()
+        except queue.Empty:
+            return False
+
+    def _guarded(self, rows: list[_Row], work: Any, *args: Any) -> _Batch | None:
+        """Run `work`; on failure every affected caller gets a SamplingError and its row is freed."""
+        try:
+            with self.lock, torch.inference_mode():
+                batch = work(*args)
+        except Exception as exc:
+            for row in rows:
+                error = SamplingError(
+                    f"HF local sampler failed on a batch of {len(rows)} requests: {type(exc).__name__}: {exc}"
+                )
+                error.__cause__ = exc
+                _deliver(row.request, error=error)
+            self._release(len(rows))
+            return None
+        return batch
+
+    def _forward(self, **inputs: Any) -> torch.Tensor:
+        model = self.model
+        if self._forward_spec is None or self._forward_spec[0] is not model:
+            self._forward_spec = (model, *_forward_kwargs(model))
+        _, cache_arg, extra = self._forward_spec
+        cache = inputs.pop("cache")
+        output = model(**inputs, use_cache=True, **{cache_arg: cache}, **extra)
+        self.forward_calls += 1
+        return output.logits[:, -1, :]
+
+    def _prefill(self, rows: list[_Row]) -> _Batch | None:
+        self.batches_run += 1
+        width = max(len(row.request.prompt_token_ids) for row in rows)
+        input_ids = torch.zeros((len(rows), width), dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for index, row in enumerate(rows):
+            prompt = row.request.prompt_token_ids
+            input_ids[index, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+            attention_mask[index, width - len(prompt):] = 1
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        cache = _kv.new_cache()
+        for start in range(0, width, _PREFILL_CHUNK):
+            end = min(start + _PREFILL_CHUNK, width)
+            logits = self._forward(
+                input_ids=input_ids[:, start:end],
+                attention_mask=attention_mask[:, :end],
+                position_ids=position_ids[:, start:end],
+                cache=cache,
             )
-            for row in rows
-        ]
+        batch = _Batch(rows, cache, attention_mask, attention_mask.sum(-1), input_ids[:, -1].clone())
+        return self._advance(batch, logits)
+
+    def _step(self, batch: _Batch) -> _Batch | None:
+        batch.attention_mask = torch.cat(
+            [batch.attention_mask, batch.attention_mask.new_ones((len(batch.rows), 1))], dim=-1
+        )
+        logits = self._forward(
+            input_ids=batch.last_ids.unsqueeze(-1),
+            attention_mask=batch.attention_mask,
+            position_ids=batch.positions.unsqueeze(-1),
+            cache=batch.cache,
+        )
+        batch.positions = batch.positions + 1
+        return self._advance(batch, logits)
+
+    def _advance(self, batch: _Batch, logits: torch.Tensor) -> _Batch | None:
+        """Sample one token per row, deliver the rows that finished, and drop them."""
+        tokens, logprobs = _sample_tokens(batch.rows, logits)
+        for row, token, logprob in zip(batch.rows, tokens, logprobs):
+            row.add(token, logprob)
+        batch.last_ids = torch.tensor(tokens, dtype=torch.long)
+        finished = [row for row in batch.rows if row.finish_reason is not None]
+        for row in finished:
+            _deliver(row.request, result=row.result())
+        return self._without(batch, finished)
+
+    def _without(self, batch: _Batch, leaving: list[_Row]) -> _Batch | None:
+        if not leaving:
+            return batch
+        self._release(len(leaving))
+        keep = [index for index, row in enumerate(batch.rows) if row not in leaving]
+        if not keep:
+            return None
+        index = torch.tensor(keep)
+        cache, attention_mask = _kv.select_rows(batch.cache, batch.attention_mask, index)
+        return _Batch(
+            [batch.rows[i] for i in keep],
+            cache,
+            attention_mask,
+            batch.positions.index_select(0, index),
+            batch.last_ids.index_select(0, index),
+        )
+
+
+def _merge(running: _Batch, joined: _Batch) -> _Batch:
+    cache, attention_mask = _kv.concat_rows(running.cache, running.attention_mask, joined.cache, joined.attention_mask)
+    return _Batch(
+        running.rows + joined.rows,
+        cache,
+        attention_mask,
+        torch.cat([running.positions, joined.positions]),
+        torch.cat([running.last_ids, joined.last_ids]),
+    )
 
 
 def _forward_kwargs(model: Any) -> tuple[str, dict[str, Any]]:
@@ -268,6 +424,13 @@ def _forward_kwargs(model: Any) -> tuple[str, dict[str, Any]]:
     cache_arg = "cache" if "cache" in parameters else "past_key_values"
     extra = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
     return cache_arg, extra
+
+
+def _call_in_loop(request: _Request, function: Any, *args: Any) -> None:
+    try:
+        request.loop.call_soon_threadsafe(function, *args)
+    except RuntimeError:
+        pass  # the caller's event loop is closed: nobody is waiting
 
 
 def _deliver(request: _Request, *, result: SampleResult | None = None, error: BaseException | None = None) -> None:
@@ -279,7 +442,4 @@ def _deliver(request: _Request, *, result: SampleResult | None = None, error: Ba
         else:
             request.future.set_result(result)
 
-    try:
-        request.loop.call_soon_threadsafe(resolve)
-    except RuntimeError:
-        pass  # the caller's event loop is closed: nobody is waiting for this result
+    _call_in_loop(request, resolve)

@@ -6,7 +6,8 @@ behaves like a model that produced exactly that reply: it cuts after the first t
 `params.stop_token_ids` (finish "stop", the stop token kept), truncates at `params.max_tokens`
 (finish "length"), and a reply that runs out first is ended with the request's first stop token,
 as a real model would end it (finish "stop"; with no stop ids the reply is returned as is).
-Logprobs are deterministic: a fixed value, or `logprob(position, token_id)`.
+Logprobs are deterministic: a fixed value, or `logprob(position, token_id)`. An `on_token`
+callback receives every token of the reply, in order, before `sample` returns.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from ..errors import SamplingError
+from ..gateway.sampling import TokenCallback
 from ..records import FinishReason, SampleResult, SamplingParams
 
 Reply = Union[str, Sequence[int]]
@@ -52,13 +54,23 @@ class ScriptedSampler:
         self.policy_version = policy_version
         self.calls: list[ScriptedCall] = []
 
-    async def sample(self, *, prompt_token_ids: Sequence[int], params: SamplingParams) -> SampleResult:
+    async def sample(
+        self,
+        *,
+        prompt_token_ids: Sequence[int],
+        params: SamplingParams,
+        on_token: TokenCallback | None = None,
+    ) -> SampleResult:
         prompt = tuple(int(token) for token in prompt_token_ids)
         self.calls.append(ScriptedCall(prompt, params))
         token_ids, finish_reason = self._shape(self._token_ids(self._reply(prompt, params)), params)
+        logprobs = tuple(self._logprob_at(i, token) for i, token in enumerate(token_ids))
+        if on_token is not None:
+            for token_id, logprob in zip(token_ids, logprobs):
+                on_token(token_id, logprob)
         return SampleResult(
             token_ids=token_ids,
-            logprobs=tuple(self._logprob_at(i, token) for i, token in enumerate(token_ids)),
+            logprobs=logprobs,
             finish_reason=finish_reason,
             policy_version=self.policy_version,
         )

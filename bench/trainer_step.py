@@ -1,0 +1,147 @@
+"""LocalTrainer step time vs a bare torch forward + backward + AdamW step, on SmolLM2-135M.
+
+Same model (LoRA-wrapped the same way for the LoRA rows), same batch (8 traces x 200 tokens,
+prompt 40 + 160 trained tokens, two groups of four), fp32. Each (mode, runner) pair runs in its own
+process so peak RSS (ru_maxrss) belongs to it alone. Best of N after one warm-up step.
+Target: trainer / bare <= 1.3.
+
+Run: HF_HUB_OFFLINE=1 python bench/trainer_step.py [--repeats 3] [--modes lora full]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SEQUENCES = 8
+LENGTH = 200
+PROMPT = 40
+
+
+def _traces(trainer):
+    from agentcore_rl_harness.records import Trace
+
+    rng = random.Random(0)
+    drafts = [
+        Trace(
+            token_ids=tuple(rng.randrange(100, 49000) for _ in range(LENGTH)),
+            prompt_length=PROMPT,
+            loss_mask=(1,) * (LENGTH - PROMPT),
+            logprobs=(0.0,) * (LENGTH - PROMPT),
+            finish_reason="length",
+            metadata={"policy_versions": [0]},
+        )
+        for _ in range(SEQUENCES)
+    ]
+    # the recorded logprobs are the policy's own, as if the in-process sampler had produced them
+    return [
+        Trace(t.token_ids, t.prompt_length, t.loss_mask, tuple(lp), t.finish_reason, t.metadata)
+        for t, lp in zip(drafts, trainer.compute_logprobs(drafts))
+    ]
+
+
+def _groups(traces):
+    from agentcore_rl_harness.trainers import TrainGroup, TrainSample
+
+    rewards = [1.0, 0.0, 1.0, 0.0]
+    return [
+        TrainGroup(f"g{g}", tuple(TrainSample(f"g{g}/{i}", rewards[i], (traces[4 * g + i],)) for i in range(4)))
+        for g in range(SEQUENCES // 4)
+    ]
+
+
+def _bare_step(model, parameters, optimizer, batch):
+    import torch
+
+    logits = model(input_ids=batch["input_ids"]).logits[:, PROMPT - 1 : -1].float()
+    logprobs = torch.log_softmax(logits, dim=-1).gather(-1, batch["targets"].unsqueeze(-1)).squeeze(-1)
+    loss = -(batch["advantages"].unsqueeze(-1) * logprobs).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def run_one(mode: str, runner: str, repeats: int) -> dict:
+    import torch
+
+    from agentcore_rl_harness.models import load_model, prepare_model
+    from agentcore_rl_harness.trainers import LocalTrainer, LocalTrainerConfig
+
+    model = load_model(prepare_model("smollm2-135m-instruct"))
+    trainer = LocalTrainer(model, config=LocalTrainerConfig(finetune=mode, device="cpu"))
+    traces = _traces(trainer)
+    groups = _groups(traces)
+    times = []
+    if runner == "trainer":
+        for _ in range(repeats + 1):
+            metrics = trainer.step_sync(groups)
+            times.append(metrics.wall_time_s)
+        tokens = metrics.trained_tokens
+    else:
+        policy = trainer.policy_model  # the LoRA-injected (or plain) transformers model
+        parameters = [p for p in trainer.model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(parameters, lr=1e-4)
+        advantages = [1.0, -1.0] * (SEQUENCES // 2)
+        batch = {
+            "input_ids": torch.tensor([t.token_ids for t in traces]),
+            "targets": torch.tensor([t.token_ids[PROMPT:] for t in traces]),
+            "advantages": torch.tensor(advantages),
+        }
+        policy.train()
+        for _ in range(repeats + 1):
+            start = time.perf_counter()
+            _bare_step(policy, parameters, optimizer, batch)
+            times.append(time.perf_counter() - start)
+        tokens = SEQUENCES * (LENGTH - PROMPT)
+    best = min(times[1:])
+    return {
+        "mode": mode,
+        "runner": runner,
+        "step_s": best,
+        "steps_s": times,
+        "trained_tokens_per_s": tokens / best,
+        "trainable_parameters": trainer.trainable_parameters,
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3, help="best of N (the CPU may be shared)")
+    parser.add_argument("--modes", nargs="+", default=["lora", "full"], choices=["lora", "full"])
+    parser.add_argument("--one", nargs=2, metavar=("MODE", "RUNNER"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(args.one[0], args.one[1], args.repeats)))
+        return
+
+    rows = {}
+    for mode in args.modes:
+        for runner in ("bare", "trainer"):
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", mode, runner, "--repeats", str(args.repeats)],
+                capture_output=True, text=True, check=True,
+            )
+            rows[mode, runner] = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"SmolLM2-135M fp32, {SEQUENCES} x {LENGTH} tokens ({LENGTH - PROMPT} trained each), "
+          f"torch threads {__import__('torch').get_num_threads()}, best of {args.repeats}")
+    print(f"{'mode':6} {'runner':8} {'step s':>8} {'tok/s':>8} {'peak RSS GB':>12} {'params':>12}")
+    for (mode, runner), row in rows.items():
+        print(f"{mode:6} {runner:8} {row['step_s']:8.2f} {row['trained_tokens_per_s']:8.1f} "
+              f"{row['peak_rss_gb']:12.2f} {row['trainable_parameters']:12,}")
+    for mode in args.modes:
+        ratio = rows[mode, "trainer"]["step_s"] / rows[mode, "bare"]["step_s"]
+        print(f"{mode}: trainer / bare = {ratio:.2f} (target <= 1.3)")
+
+
+if __name__ == "__main__":
+    main()

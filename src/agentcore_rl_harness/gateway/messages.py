@@ -1,0 +1,102 @@
+"""The internal message form every wire translates to, and helpers shared by the wires. Pure.
+
+Internal messages are OpenAI-chat-shaped dicts, the same for the same conversation on any wire:
+
+    {"role": "system" | "user", "content": str}
+    {"role": "assistant", "content": str, "reasoning"?: str,
+     "tool_calls"?: [{"id": str, "type": "function", "function": {"name": str, "arguments": str}}]}
+    {"role": "tool", "tool_call_id": str, "content": str}
+
+`arguments` is canonical JSON text (`json.dumps(value, ensure_ascii=False)`) when it parses, else
+the text as sent; `reasoning` and `tool_calls` are present only when non-empty. Internal tools are
+`{"type": "function", "function": {"name", "description"?, "parameters"}}`.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import HarnessError
+
+Message = dict[str, Any]
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+class WireError(HarnessError):
+    """A request cannot be translated (unsupported content, malformed items): HTTP 400."""
+
+
+def new_id(prefix: str) -> str:
+    return prefix + secrets.token_hex(12)
+
+
+def canonical_arguments(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        try:
+            return json.dumps(json.loads(arguments), ensure_ascii=False) if arguments.strip() else "{}"
+        except json.JSONDecodeError:
+            return arguments
+    return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+
+
+def text_of(content: Any, *, where: str, kinds: tuple[str, ...] = ("text", "input_text", "output_text")) -> str:
+    """Text of a string or a list of text parts; anything else is a `WireError`."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and part.get("type") in kinds and isinstance(part.get("text", ""), str):
+                parts.append(part.get("text", ""))
+            else:
+                kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+                raise WireError(f"{where}: content part of type {kind!r} is not supported; the gateway "
+                                "trains a text model and accepts text parts only")
+        return "".join(parts)
+    raise WireError(f"{where}: content must be a string or a list of text parts, got {type(content).__name__}")
+
+
+def tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": canonical_arguments(arguments)}}
+
+
+def assistant(content: str, *, reasoning: str | None = None,
+              tool_calls: list[dict[str, Any]] | None = None) -> Message:
+    message: Message = {"role": "assistant", "content": content}
+    if reasoning:
+        message["reasoning"] = reasoning
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message
+
+
+def function_tool(name: Any, description: Any, parameters: Any, *, where: str) -> dict[str, Any]:
+    if not isinstance(name, str) or not name:
+        raise WireError(f"{where}: every tool needs a non-empty string name")
+    function: dict[str, Any] = {"name": name}
+    if description:
+        function["description"] = str(description)
+    function["parameters"] = dict(parameters) if isinstance(parameters, Mapping) else EMPTY_SCHEMA
+    return {"type": "function", "function": function}
+
+
+def chat_tools(tools: Any) -> list[dict[str, Any]] | None:
+    """OpenAI chat tools -> internal tools (extra keys like `strict` dropped)."""
+    if not tools:
+        return None
+    internal = []
+    for tool in tools:
+        if not isinstance(tool, Mapping) or tool.get("type", "function") != "function":
+            raise WireError(f"tools: only function tools are supported, got {tool!r:.200}")
+        function = tool.get("function") or {}
+        internal.append(function_tool(function.get("name"), function.get("description"),
+                                      function.get("parameters"), where="tools"))
+    return internal

@@ -1,0 +1,120 @@
+"""What every route shares: the gateway context, body limits, the session key, error mapping.
+
+Each wire answers errors in its own shape; `errors_as(shape)` maps the harness's exceptions to
+HTTP statuses once: unknown or finished key 401, turn cap 429, taken session id 409, bad request
+or unrenderable messages 400, body over the limit 413, sampler failure 502.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..errors import RenderError, SamplingError
+from .messages import WireError
+from .rendering import Renderer
+from .sampling import SamplingBackend
+from .sessions import (
+    SessionClosedError,
+    SessionError,
+    SessionExistsError,
+    SessionStore,
+    TurnLimitError,
+    UnknownSessionError,
+)
+
+Handler = Callable[[Request], Awaitable[Response]]
+ErrorShape = Callable[[int, str, str | None], dict[str, Any]]
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.code = status, message, code
+
+
+@dataclass
+class GatewayContext:
+    """What the routes work with (one per app)."""
+
+    sessions: SessionStore
+    sampler: SamplingBackend
+    renderer: Renderer
+    model_id: str
+    admin_token: str
+    max_body_bytes: int
+    started: int
+    background: set[asyncio.Task] = field(default_factory=set)
+
+
+def status_of(exc: Exception) -> tuple[int, str | None]:
+    if isinstance(exc, ApiError):
+        return exc.status, exc.code
+    if isinstance(exc, (UnknownSessionError, SessionClosedError)):
+        return 401, "invalid_api_key"
+    if isinstance(exc, TurnLimitError):
+        return 429, "turn_limit_exceeded"
+    if isinstance(exc, SessionExistsError):
+        return 409, "conflict"
+    if isinstance(exc, SamplingError):
+        return 502, "sampling_failed"
+    return 400, None
+
+
+def errors_as(shape: ErrorShape) -> Callable[[Handler], Handler]:
+    """Route decorator: harness exceptions -> `shape(status, message, code)` JSON."""
+    def decorate(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def wrapped(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except (ApiError, SessionError, RenderError, WireError, SamplingError) as exc:
+                status, code = status_of(exc)
+                message = f"sampling failed: {exc}" if isinstance(exc, SamplingError) else str(exc)
+                return JSONResponse(shape(status, message, code), status)
+        return wrapped
+    return decorate
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"request body of {declared} bytes exceeds the limit of {limit} bytes "
+                            "(GatewayConfig.max_body_bytes)", code="request_too_large")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ApiError(413, f"request body exceeds the limit of {limit} bytes "
+                                "(GatewayConfig.max_body_bytes)", code="request_too_large")
+    try:
+        return json.loads(body) if body else {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"request body is not valid JSON: {exc}") from exc
+
+
+def api_key(request: Request) -> str:
+    """The session key: `Authorization: Bearer <key>` or `X-Api-Key: <key>`."""
+    authorization = request.headers.get("authorization", "")
+    if authorization.lower().startswith("bearer ") and authorization[7:].strip():
+        return authorization[7:].strip()
+    key = request.headers.get("x-api-key", "").strip()
+    if not key:
+        raise ApiError(401, "missing API key: send the session key as 'Authorization: Bearer <key>' "
+                            "or 'X-Api-Key: <key>'", code="invalid_api_key")
+    return key
+
+
+def validated(model: type[BaseModel], data: Any) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(400, f"invalid request body: {exc}") from exc

@@ -1,0 +1,64 @@
+"""`TinkerSampler`: sampling through the official `tinker` SDK's `SamplingClient` (tinker 0.38).
+
+The prompt goes in as `tinker.ModelInput.from_ints(ids)`; one sequence comes back with `tokens`,
+`logprobs` and `stop_reason`. The SDK is imported when the sampler is built, so the package does
+not need it otherwise; a missing SDK says what to install.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import MissingDependencyError, SamplingError
+from ..gateway.sampling import TokenCallback
+from ..records import SampleResult, SamplingParams
+from ._http import checked_result, finish_reason
+
+ENGINE = "Tinker"
+TINKER_REQUIREMENT = "tinker>=0.38,<0.39"
+
+
+def import_tinker() -> Any:
+    try:
+        import tinker
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"the tinker sampler needs the tinker SDK ({exc}); pip install '{TINKER_REQUIREMENT}'"
+        ) from exc
+    return tinker
+
+
+class TinkerSampler:
+    """A `SamplingBackend` over a `tinker.SamplingClient` (from `ServiceClient` or a trainer)."""
+
+    def __init__(self, sampling_client: Any, *, policy_version: int = 0) -> None:
+        self._tinker = import_tinker()
+        self.sampling_client = sampling_client
+        self.policy_version = policy_version
+
+    def request(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> dict[str, Any]:
+        """The keyword arguments of `SamplingClient.sample_async`, as real tinker objects."""
+        tinker = self._tinker
+        return {
+            "prompt": tinker.ModelInput.from_ints([int(t) for t in prompt_token_ids]),
+            "num_samples": 1,
+            "sampling_params": tinker.SamplingParams(
+                max_tokens=params.max_tokens, seed=params.seed, stop=list(params.stop_token_ids) or None,
+                temperature=params.temperature, top_k=params.top_k if params.top_k > 0 else -1,
+                top_p=params.top_p),
+        }
+
+    async def sample(self, *, prompt_token_ids: Sequence[int], params: SamplingParams,
+                     on_token: TokenCallback | None = None) -> SampleResult:
+        try:
+            response = await self.sampling_client.sample_async(**self.request(prompt_token_ids, params))
+        except self._tinker.TinkerError as exc:
+            raise SamplingError(f"{ENGINE} sampling failed: {type(exc).__name__}: {exc}") from exc
+        sequences = getattr(response, "sequences", None)
+        if not sequences:
+            raise SamplingError(f"{ENGINE} returned no sequences: {response!r}")
+        sequence = sequences[0]
+        return checked_result(sequence.tokens, sequence.logprobs,
+                              finish_reason(str(sequence.stop_reason), engine=ENGINE), engine=ENGINE,
+                              policy_version=self.policy_version, on_token=on_token)

@@ -1,0 +1,422 @@
+"""`LocalTrainer`: embedded torch GRPO (LoRA through peft, or full fine-tuning), CPU or GPU.
+
+The trainer and the in-process `HFLocalSampler` share ONE model object: LoRA layers are injected
+into the transformers model in place, so the sampler decodes with the adapters the trainer
+updates, and the reference policy for the KL penalty is the same model with its adapters
+disabled. A step holds `sampler.lock`, so no decode runs during forward / backward /
+optimizer.step; after it, `sampler.swap_model(..., policy_version=...)` publishes the new
+version. The runner steps between collection phases, so no sampled row straddles two versions.
+
+torch and peft are imported when a trainer is built, not when this module is imported, so the
+config class is cheap to import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, MissingDependencyError
+from ..records import Trace
+from . import checkpoint
+from .base import StepMetrics, TrainGroup
+from .grpo import BatchItem, GRPOConfig, build_batch, policy_loss
+
+FINETUNE_MODES = ("lora", "full")
+DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class LocalTrainerConfig:
+    """The `trainer` config group for `trainer=local`."""
+
+    kind: str = "local"
+    finetune: str = "lora"
+    """"lora" (adapters through peft) or "full" (every weight)."""
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-8
+    max_grad_norm: float | None = 1.0
+    """Clip the global gradient norm to this; null = no clipping (the norm is still reported)."""
+    lora_rank: int = 16
+    lora_alpha: float = 32.0
+    lora_dropout: float = 0.0
+    lora_target_modules: tuple[str, ...] = DEFAULT_LORA_TARGETS
+    micro_batch_tokens: int | None = 4096
+    """Padded tokens per forward/backward (long traces go alone); bounds activation memory."""
+    micro_batch_size: int | None = None
+    """Traces per forward/backward (combined with micro_batch_tokens when both are set)."""
+    temperature: float = 1.0
+    """The sampler's temperature: logprobs are recomputed under softmax(logits / temperature)."""
+    device: str = "auto"
+    """"auto" (cuda if available, else cpu), or a torch device string."""
+    autocast_dtype: str | None = None
+    """"bfloat16" / "float16" runs forward passes under autocast (logprobs still fp32)."""
+    seed: int = 0
+    """Seeds the LoRA initialisation."""
+
+    def __post_init__(self) -> None:
+        if self.finetune not in FINETUNE_MODES:
+            raise ConfigError(
+                f"trainer.finetune={self.finetune!r} is not supported; valid choices: "
+                f"{list(FINETUNE_MODES)}"
+            )
+        if self.lr <= 0:
+            raise ConfigError(f"trainer.lr={self.lr} must be > 0")
+        if self.temperature < 0:
+            raise ConfigError(f"trainer.temperature={self.temperature} must be >= 0")
+        for key in ("micro_batch_tokens", "micro_batch_size"):
+            value = getattr(self, key)
+            if value is not None and value < 1:
+                raise ConfigError(f"trainer.{key}={value} must be >= 1, or null for no limit")
+        if self.autocast_dtype not in (None, "bfloat16", "float16"):
+            raise ConfigError(
+                f"trainer.autocast_dtype={self.autocast_dtype!r}; valid choices: null, bfloat16, "
+                "float16"
+            )
+        if self.finetune == "lora" and (self.lora_rank < 1 or not self.lora_target_modules):
+            raise ConfigError(
+                f"trainer.lora_rank={self.lora_rank} must be >= 1 and trainer.lora_target_modules "
+                f"{list(self.lora_target_modules)} must not be empty"
+            )
+
+
+def _import_torch() -> tuple[Any, Any]:
+    try:
+        import peft
+        import torch
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"the local trainer needs torch and peft ({exc}); pip install 'agentcore-rl-harness[local]'"
+        ) from exc
+    return torch, peft
+
+
+class LocalTrainer:
+    """GRPO on an in-process transformers causal LM; see the module docstring for weight sync."""
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        sampler: Any = None,
+        config: LocalTrainerConfig | None = None,
+        algo: GRPOConfig | None = None,
+    ) -> None:
+        torch, peft = _import_torch()
+        self.config = config or LocalTrainerConfig()
+        self.algo = algo or GRPOConfig()
+        self.sampler = sampler
+        self.device = torch.device(
+            ("cuda" if torch.cuda.is_available() else "cpu")
+            if self.config.device == "auto"
+            else self.config.device
+        )
+        model = model.to(self.device)
+        self._reference = None
+        if self.config.finetune == "lora":
+            lora = peft.LoraConfig(
+                r=self.config.lora_rank,
+                lora_alpha=self.config.lora_alpha,
+                lora_dropout=self.config.lora_dropout,
+                target_modules=list(self.config.lora_target_modules),
+            )
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(self.config.seed)
+                self.model = peft.get_peft_model(model, lora)
+            self.policy_model = self.model.get_base_model()
+        else:
+            self.model = self.policy_model = model
+            for parameter in model.parameters():
+                parameter.requires_grad_(True)
+            if self.algo.kl_coef > 0:
+                self._reference = copy.deepcopy(model).eval().requires_grad_(False)
+        self.model.eval()
+        self._parameters = [p for p in self.model.parameters() if p.requires_grad]
+        self._names = [n for n, p in self.model.named_parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            self._parameters,
+            lr=self.config.lr,
+            betas=(self.config.adam_beta1, self.config.adam_beta2),
+            eps=self.config.adam_eps,
+            weight_decay=self.config.weight_decay,
+        )
+        self.step_count = 0
+        self.policy_version = 0
+        self._busy = threading.Lock()
+        if sampler is not None:
+            sampler.swap_model(self.policy_model, policy_version=self.policy_version)
+
+    @property
+    def trainable_parameters(self) -> int:
+        return sum(p.numel() for p in self._parameters)
+
+    async def step(self, *, groups: Sequence[TrainGroup]) -> StepMetrics:
+        """One GRPO update on `groups` (off the event loop), then the weight sync."""
+        return await asyncio.to_thread(self.step_sync, groups)
+
+    def step_sync(self, groups: Sequence[TrainGroup]) -> StepMetrics:
+        """The blocking body of `step`, for sync callers (benchmarks)."""
+        torch, _ = _import_torch()
+        started = time.perf_counter()
+        with self._busy:
+            items, stats = build_batch(
+                groups, normalize_std=self.algo.normalize_std, eps=self.algo.std_eps
+            )
+            lags = [self.policy_version - item.policy_version for item in items if item.policy_version is not None]
+            self.step_count += 1
+            result: dict[str, Any] = dict(loss=None, kl=None, sampler_kl=None, clip_fraction=None, grad_norm=None)
+            if items:
+                with self._sampler_lock():
+                    result = self._update(items, stats.trained_tokens)
+                    self.policy_version += 1
+                if self.sampler is not None:
+                    self.sampler.swap_model(self.policy_model, policy_version=self.policy_version)
+            return StepMetrics(
+                step=self.step_count,
+                policy_version=self.policy_version,
+                trained_tokens=stats.trained_tokens,
+                sequences=stats.traces_used,
+                groups=stats.groups_used,
+                groups_skipped=stats.groups_skipped_small + stats.groups_skipped_constant,
+                reward_mean=stats.reward_mean,
+                reward_std=stats.reward_std,
+                advantage_abs_mean=stats.advantage_abs_mean,
+                staleness_max=max(lags) if lags else None,
+                staleness_mean=sum(lags) / len(lags) if lags else None,
+                wall_time_s=time.perf_counter() - started,
+                lr=float(self.optimizer.param_groups[0]["lr"]),
+                **result,
+            )
+
+    def _update(self, items: list[BatchItem], total_tokens: int) -> dict[str, Any]:
+        torch, _ = _import_torch()
+        algo = self.algo
+        need_reference = algo.kl_coef > 0
+        loss_total = 0.0
+        clipped = 0
+        kl_sum = 0.0
+        sampler_kl_sum = 0.0
+        self.optimizer.zero_grad(set_to_none=True)
+        self.model.train()
+        try:
+            for micro in self._micro_batches(items):
+                tensors = self._tensors(micro)
+                reference = None
+                if need_reference:
+                    with torch.no_grad(), self._reference_policy() as reference_model:
+                        reference = self._logprobs(reference_model, tensors)
+                with self._autocast():
+                    logprobs = self._logprobs(self.policy_model, tensors)
+                out = policy_loss(
+                    logprobs,
+                    tensors["old_logprobs"],
+                    tensors["advantages"],
+                    tensors["mask"],
+                    clip_low=algo.clip_low,
+                    clip_high=algo.clip_high,
+                    tis_cap=algo.tis_cap,
+                    kl_coef=algo.kl_coef,
+                    ref_logprobs=reference,
+                    aggregation=algo.aggregation,
+                    total_tokens=total_tokens,
+                    total_sequences=len(items),
+                )
+                out.loss.backward()
+                loss_total += float(out.loss.detach())
+                clipped += out.clipped_tokens
+                sampler_kl_sum += out.sampler_kl_sum
+                kl_sum += out.kl_sum or 0.0
+            limit = self.config.max_grad_norm
+            grad_norm = torch.nn.utils.clip_grad_norm_(
+                self._parameters, limit if limit is not None else float("inf")
+            )
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        finally:
+            self.model.eval()
+        return dict(
+            loss=loss_total,
+            kl=kl_sum / total_tokens if need_reference else None,
+            sampler_kl=sampler_kl_sum / total_tokens,
+            clip_fraction=clipped / total_tokens,
+            grad_norm=float(grad_norm),
+        )
+
+    def compute_logprobs(self, traces: Sequence[Trace]) -> list[tuple[float | None, ...]]:
+        """Logprobs of each trace's trained tokens under the current policy (None elsewhere)."""
+        torch, _ = _import_torch()
+        items = [
+            BatchItem(
+                group_id="",
+                rollout_key=str(index),
+                token_ids=tuple(trace.token_ids),
+                prompt_length=trace.prompt_length,
+                loss_mask=tuple(int(bool(mask)) for mask in trace.loss_mask),
+                old_logprobs=(0.0,) * len(trace.loss_mask),
+                advantage=0.0,
+                policy_version=None,
+            )
+            for index, trace in enumerate(traces)
+        ]
+        results: list[tuple[float | None, ...]] = []
+        with self._busy, self._sampler_lock(), torch.no_grad():
+            for item in items:
+                if not any(item.loss_mask):
+                    results.append((None,) * len(item.loss_mask))
+                    continue
+                tensors = self._tensors([item])
+                with self._autocast():
+                    values = self._logprobs(self.policy_model, tensors)[0].tolist()
+                results.append(tuple(v if m else None for v, m in zip(values, item.loss_mask)))
+        return results
+
+    def _micro_batches(self, items: list[BatchItem]) -> Iterator[list[BatchItem]]:
+        """Longest first; a micro-batch grows while its padded size fits the budgets."""
+        ordered = sorted(items, key=lambda item: len(item.token_ids), reverse=True)
+        budget = self.config.micro_batch_tokens
+        size = self.config.micro_batch_size
+        batch: list[BatchItem] = []
+        for item in ordered:
+            width = len(batch[0].token_ids) if batch else len(item.token_ids)
+            fits_tokens = budget is None or (len(batch) + 1) * width <= budget
+            fits_size = size is None or len(batch) < size
+            if batch and not (fits_tokens and fits_size):
+                yield batch
+                batch = []
+            batch.append(item)
+        if batch:
+            yield batch
+
+    def _tensors(self, items: list[BatchItem]) -> dict[str, Any]:
+        torch, _ = _import_torch()
+        width = max(len(item.token_ids) for item in items)
+        completion = max(len(item.loss_mask) for item in items)
+        input_ids = torch.zeros((len(items), width), dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        mask = torch.zeros((len(items), completion), dtype=torch.float32)
+        old = torch.zeros_like(mask)
+        rows, columns, positions, targets = [], [], [], []
+        for row, item in enumerate(items):
+            if item.prompt_length < 1:
+                raise ValueError(
+                    f"trace {item.rollout_key!r} has prompt_length {item.prompt_length}; a trained "
+                    "token needs at least one token of context before it"
+                )
+            input_ids[row, : len(item.token_ids)] = torch.tensor(item.token_ids)
+            attention_mask[row, : len(item.token_ids)] = 1
+            mask[row, : len(item.loss_mask)] = torch.tensor(item.loss_mask, dtype=torch.float32)
+            old[row, : len(item.old_logprobs)] = torch.tensor(item.old_logprobs, dtype=torch.float32)
+            for column, trained in enumerate(item.loss_mask):
+                if trained:
+                    rows.append(row)
+                    columns.append(column)
+                    # the logits at position p predict token p + 1
+                    positions.append(item.prompt_length + column - 1)
+                    targets.append(item.token_ids[item.prompt_length + column])
+        device = self.device
+        as_long = lambda values: torch.tensor(values, dtype=torch.long, device=device)  # noqa: E731
+        return {
+            "input_ids": input_ids.to(device),
+            "attention_mask": attention_mask.to(device),
+            "mask": mask.to(device),
+            "old_logprobs": old.to(device),
+            "advantages": torch.tensor([item.advantage for item in items], dtype=torch.float32, device=device),
+            "rows": as_long(rows),
+            "columns": as_long(columns),
+            "positions": as_long(positions),
+            "targets": as_long(targets),
+        }
+
+    def _logprobs(self, model: Any, tensors: dict[str, Any]) -> Any:
+        """[batch, completion] logprobs of the trained tokens (0 elsewhere), at the temperature.
+
+        Only the hidden states of trained positions go through the LM head, so long prompts and
+        tool outputs cost no vocabulary-sized logits.
+        """
+        torch, _ = _import_torch()
+        rows, positions = tensors["rows"], tensors["positions"]
+        decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        softcap = getattr(model.config, "final_logit_softcapping", None)
+        if decoder is not None and head is not None and decoder is not model and not softcap:
+            hidden = decoder(
+                input_ids=tensors["input_ids"], attention_mask=tensors["attention_mask"]
+            ).last_hidden_state
+            logits = head(hidden[rows, positions])
+        else:
+            logits = model(
+                input_ids=tensors["input_ids"], attention_mask=tensors["attention_mask"]
+            ).logits[rows, positions]
+        temperature = self.config.temperature or 1.0
+        token_logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
+        selected = token_logprobs.gather(-1, tensors["targets"].unsqueeze(-1)).squeeze(-1)
+        out = torch.zeros(tensors["mask"].shape, dtype=torch.float32, device=self.device)
+        return out.index_put((rows, tensors["columns"]), selected)
+
+    @contextlib.contextmanager
+    def _reference_policy(self) -> Iterator[Any]:
+        if self._reference is not None:
+            yield self._reference
+        else:
+            with self.model.disable_adapter():
+                yield self.policy_model
+
+    def _autocast(self) -> Any:
+        torch, _ = _import_torch()
+        if self.config.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=getattr(torch, self.config.autocast_dtype))
+
+    def _sampler_lock(self) -> Any:
+        return self.sampler.lock if self.sampler is not None else contextlib.nullcontext()
+
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
+        """Weights (adapter or full), optimizer state, step, policy version and RNG states."""
+        parameters = dict(self.model.named_parameters())
+        write_adapter = None
+        if self.config.finetune == "lora":
+            write_adapter = lambda folder: self.model.save_pretrained(str(folder / "adapter"))  # noqa: E731
+        with self._busy:
+            checkpoint.save(
+                path,
+                step=self.step_count,
+                policy_version=self.policy_version,
+                finetune=self.config.finetune,
+                weights={name: parameters[name] for name in self._names},
+                optimizer_state=self.optimizer.state_dict(),
+                write_extra=write_adapter,
+            )
+
+    def load_checkpoint(self, path: str | os.PathLike[str]) -> int:
+        """Restore a `save_checkpoint` directory into this trainer; returns its step."""
+        torch, _ = _import_torch()
+        saved = checkpoint.load(path)
+        if saved.finetune != self.config.finetune or set(saved.weights) != set(self._names):
+            missing = sorted(set(self._names) - set(saved.weights))[:3]
+            raise checkpoint.CheckpointError(
+                f"checkpoint {Path(path)} ({saved.finetune}, {len(saved.weights)} tensors) does "
+                f"not fit this trainer ({self.config.finetune}, {len(self._names)} trainable "
+                f"tensors; e.g. missing {missing}); use the same trainer.finetune and LoRA settings"
+            )
+        parameters = dict(self.model.named_parameters())
+        with self._busy, self._sampler_lock(), torch.no_grad():
+            for name in self._names:
+                parameters[name].copy_(saved.weights[name].to(self.device))
+            self.optimizer.load_state_dict(saved.optimizer_state)
+            checkpoint.restore_rng_state(saved.rng_state)
+            self.step_count = saved.step
+            self.policy_version = saved.policy_version
+        if self.sampler is not None:
+            self.sampler.swap_model(self.policy_model, policy_version=self.policy_version)
+        return saved.step

@@ -1,0 +1,86 @@
+import pytest
+import torch
+
+from agentcore_rl_harness.models import load_model
+from agentcore_rl_harness.samplers import _kv
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model_dir):
+    return load_model(tiny_model_dir)
+
+
+def _prefill(model, prompts):
+    """Left-padded prefill of `prompts` into a growing cache: (cache, mask)."""
+    width = max(len(prompt) for prompt in prompts)
+    input_ids = torch.zeros((len(prompts), width), dtype=torch.long)
+    mask = torch.zeros_like(input_ids)
+    for index, prompt in enumerate(prompts):
+        input_ids[index, width - len(prompt):] = torch.tensor(prompt)
+        mask[index, width - len(prompt):] = 1
+    cache = _kv.new_cache()
+    with torch.inference_mode():
+        model(input_ids=input_ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+              cache=cache, use_cache=True)
+    return cache, mask
+
+
+def _step_logits(model, cache, mask, prompts, next_ids):
+    """One decode step for every row; returns last-position logits and the grown mask."""
+    mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
+    positions = torch.tensor([[len(prompt)] for prompt in prompts])
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor(next_ids)[:, None], attention_mask=mask, position_ids=positions,
+                       cache=cache, use_cache=True).logits[:, -1].float()
+    return logits, mask
+
+
+def _reference(model, sequence):
+    with torch.inference_mode():
+        return model(torch.tensor([sequence])).logits[0, -1].float()
+
+
+def test_growing_layer_appends_like_concatenation():
+    layer = _kv.GrowingLayer()
+    chunks = [torch.randn(2, 3, length, 4) for length in (5, 1, 1, 40, 1)]
+    for chunk in chunks:
+        keys, values = layer.update(chunk, -chunk)
+    torch.testing.assert_close(keys, torch.cat(chunks, dim=2))
+    torch.testing.assert_close(values, -torch.cat(chunks, dim=2))
+    assert layer.get_seq_length() == 48
+
+
+def test_concat_rows_left_pads_the_shorter_batch_and_decodes_correctly(model):
+    long_prompts, short_prompts = [[5, 6, 7, 8, 9, 10, 11]], [[20, 21], [30, 31, 32]]
+    cache_a, mask_a = _prefill(model, long_prompts)
+    cache_b, mask_b = _prefill(model, short_prompts)
+
+    cache, mask = _kv.concat_rows(cache_a, mask_a, cache_b, mask_b)
+
+    assert mask.tolist() == [[1] * 7, [0] * 5 + [1] * 2, [0] * 4 + [1] * 3]
+    prompts = long_prompts + short_prompts
+    logits, _ = _step_logits(model, cache, mask, prompts, [1, 2, 3])
+    for row, (prompt, next_id) in enumerate(zip(prompts, [1, 2, 3])):
+        torch.testing.assert_close(logits[row], _reference(model, prompt + [next_id]), atol=1e-4, rtol=0)
+
+
+def test_select_rows_drops_rows_and_trims_all_padding_columns(model):
+    prompts = [[5, 6, 7, 8, 9, 10, 11], [20, 21], [30, 31, 32]]
+    cache, mask = _prefill(model, prompts)
+
+    cache, mask = _kv.select_rows(cache, mask, torch.tensor([1, 2]))
+
+    assert mask.tolist() == [[0, 1, 1], [1, 1, 1]]
+    assert all(keys.shape[:3] == (2, keys.shape[1], 3) for keys, _ in _kv.layer_tensors(cache))
+    logits, _ = _step_logits(model, cache, mask, prompts[1:], [4, 5])
+    torch.testing.assert_close(logits[0], _reference(model, [20, 21, 4]), atol=1e-4, rtol=0)
+    torch.testing.assert_close(logits[1], _reference(model, [30, 31, 32, 5]), atol=1e-4, rtol=0)
+
+
+def test_sliding_window_layers_are_refused():
+    from transformers.cache_utils import DynamicCache, DynamicSlidingWindowLayer
+
+    cache = DynamicCache()
+    cache.layers.append(DynamicSlidingWindowLayer(sliding_window=4))
+    with pytest.raises(TypeError, match="full-attention"):
+        _kv.layer_tensors(cache)

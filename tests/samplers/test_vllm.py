@@ -1,0 +1,126 @@
+"""`VLLMSampler` against a loopback server answering like vLLM 0.18's tokens-in/tokens-out API.
+
+The response shapes are those of `GenerateResponse` / `GenerateResponseChoice` in
+`vllm/entrypoints/serve/disagg/protocol.py` and `ServingTokens._create_tokens_logprobs` in
+`vllm/entrypoints/serve/disagg/serving.py` (vLLM 0.18; docs:
+https://docs.vllm.ai/en/v0.18.2/api/vllm/entrypoints/serve/disagg/serving/ and
+https://docs.vllm.ai/en/latest/serving/online_serving/token_in_token_out/): `choices[i]` holds
+`index`, `token_ids`, `finish_reason` and `logprobs.content[j] = {token: "token_id:<id>",
+logprob, bytes, top_logprobs}`; a missing logprob is vLLM's placeholder -9999.0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from agentcore_rl_harness.errors import SamplingError
+from agentcore_rl_harness.gateway.sampling import SamplingBackend
+from agentcore_rl_harness.records import FinishReason, SampleResult, SamplingParams
+from agentcore_rl_harness.samplers._http import routing_key
+from agentcore_rl_harness.samplers.vllm import VLLMSampler
+
+
+@contextlib.contextmanager
+def serve(app):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.005)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(5)
+
+
+def vllm_response(request_id, token_ids, logprobs, finish="stop"):
+    content = None if logprobs is None else [
+        {"token": f"token_id:{t}", "logprob": lp, "bytes": None, "top_logprobs": []}
+        for t, lp in zip(token_ids, logprobs)]
+    return {"request_id": request_id, "choices": [{"index": 0, "logprobs": None if content is None else {"content": content},
+                                                   "finish_reason": finish, "token_ids": token_ids}],
+            "prompt_logprobs": None, "kv_transfer_params": None}
+
+
+class FakeVLLM:
+    def __init__(self, answer):
+        self.answer, self.requests = answer, []
+        self.app = Starlette(routes=[Route("/inference/v1/generate", self.generate, methods=["POST"])])
+
+    async def generate(self, request: Request):
+        body = await request.json()
+        self.requests.append((dict(request.headers), body))
+        status, payload = self.answer(body)
+        return JSONResponse(payload, status)
+
+
+def _sample(sampler, prompt=(1, 2, 3), on_token=None, **params):
+    async def run():
+        try:
+            return await sampler.sample(prompt_token_ids=prompt, params=SamplingParams(**params), on_token=on_token)
+        finally:
+            await sampler.aclose()
+    return asyncio.run(run())
+
+
+def test_tokens_in_tokens_out_with_sticky_session_header_and_streamed_callbacks():
+    fake = FakeVLLM(lambda body: (200, vllm_response(body["request_id"], [7, 8, 2], [-0.5, -0.25, -0.125])))
+    seen = []
+    with serve(fake.app) as url:
+        sampler = VLLMSampler(url, model="policy")
+        assert isinstance(sampler, SamplingBackend)
+        with routing_key("session-abc"):
+            result = _sample(sampler, prompt=[5, 6], on_token=lambda t, lp: seen.append((t, lp)),
+                             temperature=0.7, top_k=0, max_tokens=16, stop_token_ids=(2,), seed=3)
+    assert result == SampleResult((7, 8, 2), (-0.5, -0.25, -0.125), FinishReason.STOP)
+    assert seen == [(7, -0.5), (8, -0.25), (2, -0.125)]
+    headers, body = fake.requests[0]
+    assert headers["x-session-id"] == "session-abc"
+    assert body["token_ids"] == [5, 6] and body["model"] == "policy" and body["stream"] is False
+    assert body["sampling_params"] == {"n": 1, "temperature": 0.7, "top_p": 1.0, "top_k": -1, "max_tokens": 16,
+                                       "stop_token_ids": [2], "logprobs": 0, "detokenize": False,
+                                       "skip_special_tokens": False, "seed": 3}
+
+
+def test_no_routing_header_outside_a_session_and_length_finish():
+    fake = FakeVLLM(lambda body: (200, vllm_response(body["request_id"], [4, 4], [-1.0, -2.0], finish="length")))
+    with serve(fake.app) as url:
+        result = _sample(VLLMSampler(url), max_tokens=2)
+    assert result.finish_reason is FinishReason.LENGTH
+    assert "x-session-id" not in fake.requests[0][0] and "model" not in fake.requests[0][1]
+
+
+@pytest.mark.parametrize("answer, match", [
+    (lambda body: (200, vllm_response("r", [7, 8], None)), "2 tokens but no logprobs"),
+    (lambda body: (200, vllm_response("r", [7, 8], [-0.1, -9999.0])), "placeholder"),
+    (lambda body: (200, vllm_response("r", [7], [-0.1], finish="abort")), "finished with 'abort'"),
+    (lambda body: (200, {"choices": []}), "no choices"),
+    (lambda body: (500, {"error": {"message": "engine dead"}}), "answered 500 .*engine dead"),
+])
+def test_unusable_answers_are_sampling_errors_never_zeros(answer, match):
+    with serve(FakeVLLM(answer).app) as url:
+        with pytest.raises(SamplingError, match=match):
+            _sample(VLLMSampler(url))
+
+
+def test_connection_failure_is_a_sampling_error():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    with pytest.raises(SamplingError, match=r"vLLM request to .* failed: ConnectError"):
+        _sample(VLLMSampler(f"http://127.0.0.1:{port}"))

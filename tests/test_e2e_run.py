@@ -1,0 +1,93 @@
+"""End to end: `pytest --agentcore-rl run` and `train` on a toy task with the tiny model."""
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+AGENT = '''
+from bedrock_agentcore import BedrockAgentCoreApp
+from openai import OpenAI
+
+app = BedrockAgentCoreApp()
+
+@app.entrypoint
+def invoke(payload):
+    rollout = payload["_rollout"]
+    client = OpenAI(base_url=rollout["base_url"], api_key=rollout["api_key"])
+    reply = client.chat.completions.create(
+        model=rollout["model_id"], messages=[{"role": "user", "content": payload["question"]}])
+    return {"reply": reply.choices[0].message.content or ""}
+'''
+
+TASK = '''
+import agentcore_rl_harness as arl
+
+@arl.reward
+def even_length(rollout, row):
+    return float(len(rollout.result["reply"]) % 2 == 0)
+
+@arl.task(dataset="data.jsonl", agent="agent.py", samples=3, rewards=[even_length])
+def test_toy(rollout, row):
+    assert rollout.reward == 1.0
+'''
+
+
+@pytest.fixture
+def toy(pytester):
+    rows = [{"id": f"r{i}", "split": "train" if i < 4 else "test", "question": f"Say {i}"}
+            for i in range(6)]
+    pytester.path.joinpath("data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    pytester.path.joinpath("agent.py").write_text(AGENT)
+    pytester.makepyfile(test_toy=TASK)
+    return pytester
+
+
+def _run(pytester, mode, *extra):
+    return pytester.runpytest_subprocess(
+        "--agentcore-rl", mode, "--agentcore-rl-set", "model=tiny",
+        "--agentcore-rl-set", "sampling.max_tokens=6", "--agentcore-rl-set", "trainer.steps=2",
+        "--agentcore-rl-set", "trainer.batch_rows=2", "--agentcore-rl-set", "trainer.lr=1e-2",
+        "--agentcore-rl-set", "trainer.checkpoint_every=1", "--agentcore-rl-out", "run", *extra,
+        timeout=900,
+    )
+
+
+def test_run_mode_pre_train_post(toy, tiny_model_dir):
+    result = _run(toy, "run")
+    assert result.ret == 0, result.stdout.str()[-4000:]
+    run = toy.path / "run"
+    records = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+    by_phase = {}
+    for record in records:
+        by_phase.setdefault(record["phase"], []).append(record)
+    assert len(by_phase["pre"]) == len(by_phase["post"]) == 2 * 3  # 2 test rows x 3 samples
+    assert len(by_phase["train"]) == 2 * 2 * 3  # 2 steps x 2 rows x 3 samples
+    assert {r["step"] for r in by_phase["train"]} == {0, 1}
+    versions = {r["step"]: r["traces"][0]["metadata"]["policy_versions"] for r in by_phase["train"]}
+    assert versions[0] == [0] and versions[1] == [1]  # step 1 sampled from the updated policy
+    assert all(r["traces"][0]["metadata"]["policy_versions"] == [2] for r in by_phase["post"])
+    steps = [json.loads(line) for line in (run / "train" / "steps.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [0, 1]
+    for step in steps:
+        assert step["rollouts"] == 6 and "loss" in step and step["wall_time_s"]["total"] > 0
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-00001", "step-00002"]
+    report = json.loads((run / "report.json").read_text())
+    assert report["delta"]["overall"]["pairs"] == 6
+    assert 0.0 <= report["delta"]["overall"]["p_value"] <= 1.0
+    assert [s["step"] for s in report["train"]] == [0, 1]
+    assert report["overall"]["rollouts"] == 6  # the items are the post-eval
+    markdown = (run / "report.md").read_text()
+    assert "Before and after training" in markdown and "Training reward per step" in markdown
+    result.stdout.fnmatch_lines(["*agentcore-rl pre -> post:*McNemar p=*"])
+
+
+def test_train_mode_has_one_item_per_task(toy, tiny_model_dir):
+    result = _run(toy, "train")
+    assert result.ret == 0, result.stdout.str()[-4000:]
+    result.assert_outcomes(passed=1)
+    run = toy.path / "run"
+    assert len((run / "train" / "steps.jsonl").read_text().splitlines()) == 2
+    records = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["phase"] for r in records} == {"train"}

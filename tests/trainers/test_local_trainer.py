@@ -1,0 +1,287 @@
+import asyncio
+import random
+
+import pytest
+import torch
+
+from agentcore_rl_harness.errors import ConfigError
+from agentcore_rl_harness.models import load_model
+from agentcore_rl_harness.records import SamplingParams, Trace
+from agentcore_rl_harness.samplers.hf_local import HFLocalSampler
+from agentcore_rl_harness.trainers import (
+    GRPOConfig,
+    LocalTrainer,
+    LocalTrainerConfig,
+    Trainer,
+    TrainGroup,
+    TrainSample,
+)
+from agentcore_rl_harness.trainers.checkpoint import CheckpointError
+
+
+def _prompt(length, seed):
+    rng = random.Random(seed)
+    return [rng.randrange(100, 49000) for _ in range(length)]
+
+
+def _sample(sampler, requests):
+    async def run():
+        return await asyncio.gather(
+            *(sampler.sample(prompt_token_ids=prompt, params=params) for prompt, params in requests)
+        )
+
+    return asyncio.run(run())
+
+
+def _traces(sampler, prompts, *, temperature=1.0, max_tokens=6, seed=0):
+    """Traces as the gateway records them: mask 1 and the sampler's logprob on sampled tokens."""
+    requests = [
+        (prompt, SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed + index))
+        for index, prompt in enumerate(prompts)
+    ]
+    results = _sample(sampler, requests)
+    return [
+        Trace(
+            token_ids=tuple(prompt) + result.token_ids,
+            prompt_length=len(prompt),
+            loss_mask=(1,) * len(result.token_ids),
+            logprobs=result.logprobs,
+            finish_reason=result.finish_reason.value,
+            metadata={"policy_versions": [result.policy_version]},
+        )
+        for (prompt, _), result in zip(requests, results)
+    ]
+
+
+def _step(trainer, groups):
+    return asyncio.run(trainer.step(groups=groups))
+
+
+def _pair_group(group_id, good, bad):
+    return TrainGroup(group_id, (TrainSample(f"{group_id}/good", 1.0, (good,)), TrainSample(f"{group_id}/bad", 0.0, (bad,))))
+
+
+@pytest.fixture
+def model(tiny_model_dir):
+    return load_model(tiny_model_dir)
+
+
+@pytest.fixture
+def sampler(model):
+    sampler = HFLocalSampler(model, batch_wait_s=0.01)
+    yield sampler
+    sampler.close()
+
+
+def _config(**changes):
+    base = dict(lr=1e-2, device="cpu")
+    base.update(changes)
+    return LocalTrainerConfig(**base)
+
+
+def test_is_a_trainer(model):
+    assert isinstance(LocalTrainer(model, config=_config()), Trainer)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_recomputed_logprobs_equal_the_samplers_and_a_shift_is_caught(model, sampler, temperature):
+    trainer = LocalTrainer(model, sampler=sampler, config=_config(temperature=temperature))
+    prompts = [_prompt(length, seed) for seed, length in enumerate([3, 11, 25, 7])]
+    traces = _traces(sampler, prompts, temperature=temperature)
+
+    recomputed = trainer.compute_logprobs(traces)
+    for trace, values in zip(traces, recomputed):
+        assert max(abs(a - b) for a, b in zip(values, trace.logprobs)) < 1e-4
+
+    # the same tokens with mask and logprobs shifted one position left must not line up
+    shifted = [
+        Trace(
+            token_ids=t.token_ids,
+            prompt_length=t.prompt_length - 1,
+            loss_mask=t.loss_mask + (0,),
+            logprobs=t.logprobs + (None,),
+            finish_reason=t.finish_reason,
+        )
+        for t in traces
+    ]
+    worst = max(
+        abs(a - b)
+        for trace, values in zip(shifted, trainer.compute_logprobs(shifted))
+        for a, b, m in zip(values, trace.logprobs, trace.loss_mask)
+        if m
+    )
+    assert worst > 1e-2
+
+
+def test_multi_turn_trace_with_untrained_tool_tokens_stays_aligned(model, sampler):
+    """turn 1 sampled, tool output (mask 0, no logprob), turn 2 sampled on the whole history."""
+    trainer = LocalTrainer(model, sampler=sampler, config=_config())
+    prompt = _prompt(9, 1)
+    first = _sample(sampler, [(prompt, SamplingParams(max_tokens=5, seed=1))])[0]
+    tool = _prompt(4, 2)
+    history = prompt + list(first.token_ids) + tool
+    second = _sample(sampler, [(history, SamplingParams(max_tokens=5, seed=2))])[0]
+    trace = Trace(
+        token_ids=tuple(history) + second.token_ids,
+        prompt_length=len(prompt),
+        loss_mask=(1,) * 5 + (0,) * 4 + (1,) * 5,
+        logprobs=first.logprobs + (None,) * 4 + second.logprobs,
+        finish_reason="length",
+    )
+    (values,) = trainer.compute_logprobs([trace])
+    for value, recorded in zip(values, trace.logprobs):
+        assert (value is None) == (recorded is None)
+        if recorded is not None:
+            assert value == pytest.approx(recorded, abs=1e-4)
+
+
+def test_a_step_before_any_update_is_on_policy(model, sampler):
+    trainer = LocalTrainer(model, sampler=sampler, config=_config())
+    good, bad = _traces(sampler, [_prompt(8, 3)] * 2)
+    metrics = _step(trainer, [_pair_group("g", good, bad)])
+    assert metrics.sampler_kl == pytest.approx(0.0, abs=1e-5)
+    assert metrics.clip_fraction == 0.0
+    assert metrics.staleness_max == 0
+
+
+def test_one_update_raises_positive_lowers_negative_and_the_sampler_serves_it(model, sampler):
+    trainer = LocalTrainer(model, sampler=sampler, config=_config())
+    prompt = _prompt(8, 4)
+    good, bad = _traces(sampler, [prompt, prompt], seed=10)
+    probe = [(prompt, SamplingParams(temperature=0.0, max_tokens=1))]
+    before_probe = _sample(sampler, probe)[0]
+    before = [sum(v) for v in trainer.compute_logprobs([good, bad])]
+
+    metrics = _step(trainer, [_pair_group("g", good, bad)])
+
+    after = [sum(v) for v in trainer.compute_logprobs([good, bad])]
+    assert after[0] > before[0]
+    assert after[1] < before[1]
+    assert metrics.step == 1 and metrics.policy_version == 1
+    assert metrics.trained_tokens == len(good.loss_mask) + len(bad.loss_mask)
+    assert metrics.grad_norm > 0
+    # the sampler decodes with the new weights and labels them with the new version
+    after_probe = _sample(sampler, probe)[0]
+    assert sampler.policy_version == 1 and after_probe.policy_version == 1
+    assert after_probe.logprobs[0] != pytest.approx(before_probe.logprobs[0], abs=1e-4)
+    probe_trace = Trace(
+        token_ids=tuple(prompt) + after_probe.token_ids,
+        prompt_length=len(prompt),
+        loss_mask=(1,),
+        logprobs=after_probe.logprobs,
+        finish_reason="length",
+    )
+    assert trainer.compute_logprobs([probe_trace])[0][0] == pytest.approx(after_probe.logprobs[0], abs=1e-4)
+    assert not model.training  # sampling runs in eval mode
+
+
+def test_micro_batches_give_the_same_update(tiny_model_dir, sampler):
+    prompts = [_prompt(length, seed) for seed, length in enumerate([4, 12, 20, 6])]
+    traces = _traces(sampler, prompts, max_tokens=8)
+    groups = [_pair_group("a", traces[0], traces[1]), _pair_group("b", traces[2], traces[3])]
+    results = []
+    for config in (_config(micro_batch_size=1), _config(micro_batch_tokens=None)):
+        trainer = LocalTrainer(load_model(tiny_model_dir), config=config)
+        metrics = _step(trainer, groups)
+        results.append((metrics, [p.detach().clone() for p in trainer.model.parameters() if p.requires_grad]))
+    (one, one_params), (all_, all_params) = results
+    assert one.loss == pytest.approx(all_.loss, abs=1e-6)
+    assert one.grad_norm == pytest.approx(all_.grad_norm, rel=1e-4)
+    for a, b in zip(one_params, all_params):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)  # Adam: ~lr * sign(grad)
+
+
+def test_groups_that_teach_nothing_leave_the_weights_alone(model, sampler):
+    trainer = LocalTrainer(model, sampler=sampler, config=_config())
+    a, b, c = _traces(sampler, [_prompt(5, 6)] * 3)
+    constant = TrainGroup("c", (TrainSample("c/0", 1.0, (a,)), TrainSample("c/1", 1.0, (b,))))
+    single = TrainGroup("s", (TrainSample("s/0", 0.0, (c,)),))
+    metrics = _step(trainer, [constant, single])
+    assert metrics.loss is None and metrics.trained_tokens == 0
+    assert metrics.groups_skipped == 2
+    assert metrics.reward_mean == pytest.approx(2 / 3)
+    assert metrics.policy_version == 0 and sampler.policy_version == 0
+    assert metrics.step == 1
+
+
+def test_staleness_is_the_lag_behind_the_trainer(model, sampler):
+    trainer = LocalTrainer(model, sampler=sampler, config=_config())
+    old_good, old_bad = _traces(sampler, [_prompt(5, 7)] * 2)
+    _step(trainer, [_pair_group("g", old_good, old_bad)])
+    new_good, new_bad = _traces(sampler, [_prompt(5, 8)] * 2)
+    assert new_good.metadata["policy_versions"] == [1]
+    metrics = _step(trainer, [_pair_group("old", old_good, old_bad), _pair_group("new", new_good, new_bad)])
+    assert metrics.staleness_max == 1
+    assert metrics.staleness_mean == pytest.approx(0.5)
+    assert metrics.sampler_kl > 0  # the old traces are off-policy now
+
+
+def test_kl_to_the_initial_policy_uses_the_disabled_adapter(model, sampler):
+    trainer = LocalTrainer(model, sampler=sampler, config=_config(), algo=GRPOConfig(kl_coef=0.1))
+    good, bad = _traces(sampler, [_prompt(6, 9)] * 2)
+    first = _step(trainer, [_pair_group("g", good, bad)])
+    second = _step(trainer, [_pair_group("g", good, bad)])
+    assert first.kl == pytest.approx(0.0, abs=1e-7)  # LoRA starts as the identity
+    assert second.kl > 0
+
+
+def test_checkpoint_resume_gives_the_same_next_steps(tiny_model_dir, sampler, tmp_path):
+    traces = _traces(sampler, [_prompt(length, seed) for seed, length in enumerate([5, 9, 14, 7, 3, 11])])
+    batches = [[_pair_group(f"g{i}", traces[2 * i], traces[2 * i + 1])] for i in range(3)]
+    config = _config(lr=5e-3)
+
+    uninterrupted = LocalTrainer(load_model(tiny_model_dir), config=config)
+    _step(uninterrupted, batches[0])
+    uninterrupted.save_checkpoint(tmp_path / "ckpt")
+    expected_rand = torch.rand(3)
+    expected = [_step(uninterrupted, batches[1]), _step(uninterrupted, batches[2])]
+
+    resumed = LocalTrainer(load_model(tiny_model_dir), config=LocalTrainerConfig(**{**config.__dict__, "seed": 1}))
+    assert resumed.load_checkpoint(tmp_path / "ckpt") == 1
+    assert torch.equal(torch.rand(3), expected_rand)  # RNG states restored
+    assert resumed.policy_version == 1
+    got = [_step(resumed, batches[1]), _step(resumed, batches[2])]
+    for want, have in zip(expected, got):
+        assert have.step == want.step
+        assert have.loss == pytest.approx(want.loss, abs=1e-6)
+    assert (tmp_path / "ckpt" / "adapter").is_dir()
+
+
+def test_a_checkpoint_from_another_setup_is_refused(tiny_model_dir, tmp_path):
+    LocalTrainer(load_model(tiny_model_dir), config=_config()).save_checkpoint(tmp_path / "ckpt")
+    other = LocalTrainer(load_model(tiny_model_dir), config=_config(lora_rank=4, lora_target_modules=("q_proj",)))
+    with pytest.raises(CheckpointError, match="does not fit"):
+        other.load_checkpoint(tmp_path / "ckpt")
+    with pytest.raises(CheckpointError, match="not a trainer checkpoint"):
+        other.load_checkpoint(tmp_path / "missing")
+
+
+def test_full_finetuning_with_kl_keeps_a_frozen_reference(model, sampler, tmp_path):
+    trainer = LocalTrainer(
+        model, sampler=sampler, config=_config(finetune="full", lr=1e-3), algo=GRPOConfig(kl_coef=0.1)
+    )
+    assert trainer.trainable_parameters == sum(p.numel() for p in model.parameters())
+    good, bad = _traces(sampler, [_prompt(6, 11)] * 2)
+    before = [sum(v) for v in trainer.compute_logprobs([good, bad])]
+    first = _step(trainer, [_pair_group("g", good, bad)])
+    after = [sum(v) for v in trainer.compute_logprobs([good, bad])]
+    assert after[0] > before[0] and after[1] < before[1]
+    assert first.kl == pytest.approx(0.0, abs=1e-7)
+    assert _step(trainer, [_pair_group("g", good, bad)]).kl > 0
+    assert sampler.policy_version == 2
+    trainer.save_checkpoint(tmp_path / "full")
+    assert not (tmp_path / "full" / "adapter").exists()
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"finetune": "qlora"}, "trainer.finetune"),
+        ({"micro_batch_tokens": 0}, "trainer.micro_batch_tokens"),
+        ({"autocast_dtype": "int8"}, "trainer.autocast_dtype"),
+        ({"lr": 0.0}, "trainer.lr"),
+    ],
+)
+def test_bad_trainer_config_names_the_key(changes, match):
+    with pytest.raises(ConfigError, match=match):
+        LocalTrainerConfig(**changes)
