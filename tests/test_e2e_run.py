@@ -91,3 +91,49 @@ def test_train_mode_has_one_item_per_task(toy, tiny_model_dir):
     assert len((run / "train" / "steps.jsonl").read_text().splitlines()) == 2
     records = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
     assert {r["phase"] for r in records} == {"train"}
+
+
+def test_killed_run_resumes_from_its_last_checkpoint(toy, tiny_model_dir):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--agentcore-rl", "run",
+            "--agentcore-rl-set", "model=tiny", "--agentcore-rl-set", "sampling.max_tokens=6",
+            "--agentcore-rl-set", "trainer.steps=3", "--agentcore-rl-set", "trainer.batch_rows=2",
+            "--agentcore-rl-set", "trainer.checkpoint_every=1"]
+    run = toy.path / "run"
+    process = subprocess.Popen([*args, "--agentcore-rl-out", "run"], cwd=toy.path,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not (run / "checkpoints" / "step-00001").is_dir():
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert (run / "checkpoints" / "step-00001").is_dir()
+    before = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+    pre_sessions = {r["session_id"] for r in before if r["phase"] == "pre"}
+    assert len(pre_sessions) == 6
+
+    resumed = subprocess.run([*args, "--agentcore-rl-resume", "run"], cwd=toy.path,
+                             capture_output=True, text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    assert "training continues at step" in resumed.stdout
+    records = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["session_id"] for r in records if r["phase"] == "pre"} == pre_sessions  # kept
+    train_steps = sorted({r["step"] for r in records if r["phase"] == "train"})
+    assert train_steps == [0, 1, 2]
+    assert sum(1 for r in records if r["phase"] == "train") == 3 * 2 * 3  # no duplicates
+    steps = [json.loads(line)["step"] for line in (run / "train" / "steps.jsonl").read_text().splitlines()]
+    assert steps == [0, 1, 2]
+    report = json.loads((run / "report.json").read_text())
+    assert report["delta"]["overall"]["pairs"] == 6 and len(report["train"]) == 3
+
+
+def test_resume_with_the_wrong_mode_is_a_usage_error(toy, tiny_model_dir):
+    result = _run(toy, "eval", "--agentcore-rl-set", "eval.samples=1")
+    assert result.ret == 0
+    again = toy.runpytest_subprocess("--agentcore-rl", "run", "--agentcore-rl-resume", "run")
+    assert again.ret == pytest.ExitCode.USAGE_ERROR
+    again.stderr.fnmatch_lines(["*that is a 'eval' run; resume it with --agentcore-rl eval*"])

@@ -55,6 +55,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="run directory (default: outputs/<UTC timestamp>-<mode>)",
     )
+    group.addoption(
+        "--agentcore-rl-resume",
+        dest="agentcore_rl_resume",
+        metavar="DIR",
+        default=None,
+        help="continue a stopped run in DIR: keep finished rollouts, redo the rest, "
+        "resume training from the last checkpoint",
+    )
     parser.addini("agentcore_rl_set", "Hydra overrides applied before --agentcore-rl-set", "linelist")
 
 
@@ -64,7 +72,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     mode = config.getoption("agentcore_rl")
     if mode is None:
-        for flag in ("agentcore_rl_set", "agentcore_rl_config", "agentcore_rl_out"):
+        for flag in (
+            "agentcore_rl_set", "agentcore_rl_config", "agentcore_rl_out", "agentcore_rl_resume"
+        ):
             if config.getoption(flag):
                 name = "--" + flag.replace("_", "-")
                 raise pytest.UsageError(f"{name} needs --agentcore-rl MODE ({', '.join(MODES)})")
@@ -81,15 +91,30 @@ def pytest_configure(config: pytest.Config) -> None:
             )
     config_path = config.getoption("agentcore_rl_config")
     out = config.getoption("agentcore_rl_out")
-    try:
-        run = RunSession.create(
-            mode=mode,
-            overrides=overrides,
-            config_path=Path(config_path) if config_path else None,
-            out_dir=Path(out) if out else None,
-            rootdir=Path(config.rootpath),
-            write=lambda message: _write_line(config, message),
+    resume = config.getoption("agentcore_rl_resume")
+    if resume and (config_path or out):
+        raise pytest.UsageError(
+            "--agentcore-rl-resume DIR reuses DIR's config.yaml and directory; drop "
+            "--agentcore-rl-config / --agentcore-rl-out"
         )
+    try:
+        if resume:
+            run = RunSession.resume(
+                mode=mode,
+                run_dir=Path(resume),
+                overrides=overrides,
+                rootdir=Path(config.rootpath),
+                write=lambda message: _write_line(config, message),
+            )
+        else:
+            run = RunSession.create(
+                mode=mode,
+                overrides=overrides,
+                config_path=Path(config_path) if config_path else None,
+                out_dir=Path(out) if out else None,
+                rootdir=Path(config.rootpath),
+                write=lambda message: _write_line(config, message),
+            )
     except ConfigError as exc:
         raise pytest.UsageError(f"agentcore-rl config: {exc}") from exc
     except HarnessError as exc:

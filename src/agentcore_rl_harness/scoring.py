@@ -39,6 +39,25 @@ class RolloutHandle:
         self.rewards: dict[str, float] = {}
         self.reward: float | None = None
 
+    @classmethod
+    def from_record(cls, rollout: Rollout) -> "RolloutHandle":
+        """A handle over a recorded rollout (a resumed run's finished item)."""
+        handle = cls.__new__(cls)
+        handle.episode = None
+        handle.session_id = rollout.session_id
+        handle.row_id = rollout.row_id
+        handle.sample_index = rollout.sample_index
+        handle.status = rollout.status
+        handle.error = rollout.error
+        handle.result = dict(rollout.result or {})
+        handle.traces = rollout.traces
+        handle.turns = rollout.turns
+        handle.usage = rollout.usage
+        handle.elapsed_s = rollout.elapsed_s
+        handle.rewards = dict(rollout.rewards)
+        handle.reward = rollout.reward
+        return handle
+
     def __repr__(self) -> str:
         return (
             f"<rollout {self.row_id} s{self.sample_index} status={self.status.value} "

@@ -33,7 +33,7 @@ from .reports.build import build_report
 from .reports.model import Report
 from .runner import Case, Episode, Harness
 from .scoring import RolloutHandle, Verdict, apply_rewards, make_rollout, score_offline
-from .store import RunStore, default_run_dir
+from .store import RunStore, default_run_dir, read_rollouts
 from .tasks import TaskSpec, load_rows
 
 MODES = ("eval", "collect", "train", "run")
@@ -77,6 +77,8 @@ class RunSession:
     other_failures: int = 0
     gate_failures: list[str] = field(default_factory=list)
     report: Report | None = None
+    resumed: list[Rollout] | None = None
+    replayed: dict[str, Rollout] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -94,7 +96,29 @@ class RunSession:
         run_dir = out_dir if out_dir is not None else default_run_dir(mode, rootdir)
         store = RunStore(run_dir)
         store.write_config(composed.resolved)
+        store.write_run_info({"mode": mode, "overrides": list(overrides)})
         return cls(mode=mode, config=composed, store=store, rootdir=rootdir, write=write)
+
+    @classmethod
+    def resume(
+        cls, *, mode: str, run_dir: Path, overrides: list[str], rootdir: Path,
+        write: Callable[[str], None],
+    ) -> "RunSession":
+        """Reopen a stopped run: its config.yaml, its finished rollouts, its checkpoints."""
+        run_dir = Path(run_dir).resolve()
+        if not (run_dir / "config.yaml").is_file():
+            raise HarnessError(f"--agentcore-rl-resume {run_dir}: no config.yaml, not a run directory")
+        store = RunStore(run_dir)
+        recorded_mode = store.read_run_info()["mode"]
+        if recorded_mode != mode:
+            raise HarnessError(
+                f"--agentcore-rl-resume {run_dir}: that is a {recorded_mode!r} run; resume it with "
+                f"--agentcore-rl {recorded_mode}"
+            )
+        composed = compose_config(overrides, source=run_dir / "config.yaml")
+        session = cls(mode=mode, config=composed, store=store, rootdir=rootdir, write=write)
+        session.resumed = read_rollouts(run_dir)
+        return session
 
     @property
     def phase(self) -> str:
@@ -129,37 +153,76 @@ class RunSession:
         cases = [case for _, case in items if isinstance(case, Case)]
         self.write(f"agentcore-rl {self.mode}: run directory {self.store.run_dir}")
         self.harness.start()
+        start_step = self._reload() if self.resumed is not None else 0
         if self.mode in ("run", "train"):
             specs = list({id(case.spec): case.spec for _, case in items}.values())
-            self._train_first(specs, cases)
+            self._train_first(specs, cases, start_step)
+        done = {_key(r): r for r in self.rollouts if r.phase == self.phase}
         for nodeid, case in items:
             if isinstance(case, TrainItem):
                 self.train_items.add(nodeid)
+            elif _key(case) in done:
+                self.replayed[nodeid] = done[_key(case)]
             else:
                 self.pending[nodeid] = _Pending(case=case, future=self.harness.submit(case))
+        if self.replayed:
+            self.write(f"agentcore-rl resume: {len(self.replayed)} finished rollouts kept")
         if self.pending:
             self.write(f"agentcore-rl {self.phase}: {len(self.pending)} rollouts")
 
-    def _train_first(self, specs: list[TaskSpec], cases: list[Case]) -> None:
+    def _reload(self) -> int:
+        """Keep finished rollouts of a resumed run; return the training step to continue from."""
+        from .training import latest_checkpoint, read_steps, rewrite_steps
+
+        assert self.resumed is not None and self.harness is not None
+        checkpoint = latest_checkpoint(self.store.run_dir)
+        start_step = checkpoint[0] if checkpoint else 0
+
+        def stale(rollout: Rollout) -> bool:
+            if rollout.status is Status.INFRA_ERROR:
+                return True
+            return rollout.phase == "train" and (rollout.step or 0) >= start_step
+
+        keep = [r for r in self.resumed if not stale(r)]
+        self.store.rewrite(keep, [r for r in self.resumed if stale(r)])
+        self.rollouts = keep
+        rewrite_steps(self.store.run_dir, before=start_step)
+        self.train_steps = read_steps(self.store.run_dir)
+        if checkpoint and self.mode in ("run", "train"):
+            self.harness.trainer().load_checkpoint(checkpoint[1])
+        self.write(
+            f"agentcore-rl resume: {len(keep)} rollouts kept, training continues at step "
+            f"{start_step}"
+        )
+        return start_step
+
+    def _train_first(self, specs: list[TaskSpec], cases: list[Case], start_step: int) -> None:
         from .training import TrainingLoop
 
         assert self.harness is not None
         try:
             if self.mode == "run":
+                done = {_key(r) for r in self.rollouts if r.phase == "pre"}
                 pre = [dataclasses.replace(case, phase="pre") for case in cases]
-                self.write(f"agentcore-rl pre-eval: {len(pre)} rollouts")
-                self._offline_phase(pre)
+                pre = [case for case in pre if _key(case) not in done]
+                if pre:
+                    self.write(f"agentcore-rl pre-eval: {len(pre)} rollouts")
+                    self._offline_phase(pre)
+            plan = self.harness.train_plan()
+            if start_step >= plan.steps:
+                return
             trainer = self.harness.trainer()
             loop = TrainingLoop(
-                plan=self.harness.train_plan(),
+                plan=plan,
                 specs=specs,
                 run_cases=self._run_cases,
                 score=self._score_offline,
                 trainer=trainer,
                 run_dir=self.store.run_dir,
                 write=self.write,
+                start_step=start_step,
             )
-            self.train_steps = loop.run(lambda groups: self.harness.loop.run(trainer.step(groups=groups)))
+            self.train_steps += loop.run(lambda groups: self.harness.loop.run(trainer.step(groups=groups)))
         except (HarnessError, ValueError, RuntimeError, OSError) as exc:
             self.training_error = f"{type(exc).__name__}: {exc}"
             self.infra_errors += 1
@@ -201,6 +264,8 @@ class RunSession:
     # -- pytest items ----------------------------------------------------------------------
 
     def rollout_for(self, nodeid: str) -> RolloutHandle:
+        if nodeid in self.replayed:
+            return RolloutHandle.from_record(self.replayed[nodeid])
         pending = self.pending.get(nodeid)
         if pending is None:
             raise HarnessError(f"no rollout was scheduled for {nodeid}")
@@ -234,6 +299,11 @@ class RunSession:
             return
         if self.training_error:
             raise HarnessError(f"training failed, post-eval is meaningless: {self.training_error}")
+        if nodeid in self.replayed:  # finished before the resume: report its recorded verdict
+            recorded = self.replayed[nodeid]
+            if not recorded.success:
+                pytest.fail(f"{recorded.status.value} (recorded): {recorded.error}", pytrace=False)
+            return
         handle = self.rollout_for(nodeid)
         if handle.status is Status.INFRA_ERROR:
             raise HarnessError(f"infrastructure error in rollout: {handle.error}")
@@ -255,7 +325,7 @@ class RunSession:
         return value
 
     def on_report(self, nodeid: str, report: pytest.TestReport, call: pytest.CallInfo) -> None:
-        if nodeid in self.train_items:
+        if nodeid in self.train_items or nodeid in self.replayed:
             return
         pending = self.pending.get(nodeid)
         if pending is None:
@@ -378,6 +448,12 @@ class ExtraSessions:
             self._case, row={"id": self._case.row_id, **row}
         )
         return RolloutHandle(self._harness.loop.run(self._harness.run_case(case)))
+
+
+def _key(item: Case | Rollout) -> tuple[str, str, int]:
+    if isinstance(item, Case):
+        return (item.spec.name, item.row_id, item.sample_index)
+    return (item.task, item.row_id, item.sample_index)
 
 
 def _episode_or_failure(

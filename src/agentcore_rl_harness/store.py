@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,6 +15,8 @@ from .errors import HarnessError
 from .records import Rollout
 
 ROLLOUTS = "rollouts.jsonl"
+DISCARDED = "rollouts.discarded.jsonl"
+RUN_INFO = "run.json"
 
 
 def default_run_dir(mode: str, base: Path) -> Path:
@@ -36,6 +39,30 @@ class RunStore:
     def write_config(self, resolved: dict[str, Any]) -> None:
         text = yaml.safe_dump(resolved, sort_keys=False)
         (self.run_dir / "config.yaml").write_text(text, encoding="utf-8")
+
+    def write_run_info(self, info: dict[str, Any]) -> None:
+        (self.run_dir / RUN_INFO).write_text(json.dumps(info, indent=2), encoding="utf-8")
+
+    def read_run_info(self) -> dict[str, Any]:
+        path = self.run_dir / RUN_INFO
+        if not path.is_file():
+            raise HarnessError(f"{path} is missing: {self.run_dir} is not a resumable run directory")
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def rewrite(self, keep: list[Rollout], discard: list[Rollout]) -> None:
+        """Replace rollouts.jsonl by `keep`; `discard` goes to rollouts.discarded.jsonl."""
+        with self._lock:
+            self._file.close()
+            if discard:
+                with open(self.run_dir / DISCARDED, "a", encoding="utf-8") as handle:
+                    for rollout in discard:
+                        handle.write(json.dumps(rollout.to_json(), ensure_ascii=False) + "\n")
+            temporary = self.run_dir / (ROLLOUTS + ".tmp")
+            with open(temporary, "w", encoding="utf-8") as handle:
+                for rollout in keep:
+                    handle.write(json.dumps(rollout.to_json(), ensure_ascii=False) + "\n")
+            os.replace(temporary, self.run_dir / ROLLOUTS)
+            self._file = open(self.run_dir / ROLLOUTS, "a", encoding="utf-8")
 
     def append(self, rollout: Rollout) -> None:
         line = json.dumps(rollout.to_json(), ensure_ascii=False, allow_nan=False)
