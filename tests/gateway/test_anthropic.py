@@ -98,11 +98,12 @@ def test_errors_are_anthropic_shaped(gateway_factory):
         client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
     assert caught.value.body == {"type": "error", "error": {"type": "authentication_error",
                                                             "message": caught.value.body["error"]["message"]}}
-    client = anthropic.Anthropic(base_url=base_url(server), api_key=server.sessions.open(), max_retries=0)
+    session_id = server.sessions.open()
+    client = anthropic.Anthropic(base_url=base_url(server), api_key=session_id, max_retries=0)
     with pytest.raises(anthropic.BadRequestError, match="image"):
         client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": [
             {"type": "image", "source": {"type": "url", "url": "http://x/y.png"}}]}])
-    big = httpx.post(base_url(server) + "/v1/messages", headers={"X-Api-Key": "k"},
+    big = httpx.post(base_url(server) + "/v1/messages", headers={"X-Api-Key": session_id},
                      json={"messages": [{"role": "user", "content": "x" * 2048}]})
     assert big.status_code == 413 and big.json()["error"]["type"] == "request_too_large"
     assert [m.id for m in client.models.list()] == ["smollm2-test"]

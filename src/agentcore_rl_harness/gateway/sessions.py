@@ -97,6 +97,12 @@ class Session:
         self._prompt_tokens = 0
         self._completion_tokens = 0
 
+    @property
+    def turn_count(self) -> int:
+        """Turns recorded so far."""
+        with self._lock:
+            return len(self._tree.turns)
+
     def plan(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None) -> PromptPlan:
         with self._lock:
             self._check_open()

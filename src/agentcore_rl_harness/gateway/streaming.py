@@ -13,6 +13,10 @@ text back while it is ambiguous:
 - trailing whitespace waits for the next visible character (a reply with tool calls is stripped);
 - content that starts with whitespace or `{`/`[` (a bare Llama JSON call) waits for the end.
 
+One case cannot be streamed exactly: a reply that closes `</think>` it never opened (and whose
+prompt did not open it) turns the text already sent into reasoning. The stream then ends with
+what was sent, and the session counts `stream_mismatches`.
+
 Tool calls are sent once the reply is parsed, at the end. `stream_turn` runs the sample as its own
 task: if the client disconnects, the sample still completes and is recorded (sampled tokens are
 never dropped) and the session counts `client_disconnects`.
@@ -54,8 +58,9 @@ def _without_partial(text: str, markers: Sequence[str]) -> str:
 def _stable_content(content: str, *, after_think: bool) -> str:
     if not content or (not after_think and content[0].isspace()) or content[0] in "{[":
         return ""
-    cuts = [content.find(marker) for marker in TOOL_MARKERS if marker in content]
-    content = content[:min(cuts)] if cuts else _without_partial(content, TOOL_MARKERS)
+    markers = TOOL_MARKERS if after_think else (*TOOL_MARKERS, THINK_CLOSE)
+    cuts = [content.find(marker) for marker in markers if marker in content]
+    content = content[:min(cuts)] if cuts else _without_partial(content, markers)
     return content.rstrip()
 
 
