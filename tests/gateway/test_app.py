@@ -267,3 +267,22 @@ def test_models_and_health(start_gateway):
     health = httpx.get(server.base_url.removesuffix("/v1") + "/health")
     assert health.status_code == 200 and health.json()["status"] == "ok"
     assert server.base_url.startswith("http://127.0.0.1:") and server.base_url.endswith("/v1")
+
+
+def test_chat_stream_is_incremental_and_never_leaks_tool_markup(start_gateway):
+    reply = "<think>\nPlan it.\n</think>\nLet me add these numbers.\n" + TWO_CALLS
+    server, _ = start_gateway([reply])
+    client = openai.OpenAI(base_url=server.base_url, api_key=server.sessions.open(), max_retries=0)
+    content, reasoning, calls = [], [], {}
+    for chunk in client.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}],
+                                                tools=TOOLS, stream=True):
+        for choice in chunk.choices:
+            if choice.delta.content:
+                content.append(choice.delta.content)
+            if getattr(choice.delta, "reasoning_content", None):
+                reasoning.append(choice.delta.reasoning_content)
+            for delta in choice.delta.tool_calls or ():
+                calls.setdefault(delta.index, []).append(delta)
+    assert "".join(content) == "Let me add these numbers." and len(content) > 3
+    assert "".join(reasoning) == "Plan it." and sorted(calls) == [0, 1]
+    assert not any("<" in part for part in content)

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from .messages import Message, WireError, assistant, function_tool, new_id, text_of, tool_call
+from .messages import Message, WireError, assistant, function_tool, text_of, tool_call
 from .openai_wire import reply_tool_calls
 from .streaming import Delta
 from .turn import TurnResult

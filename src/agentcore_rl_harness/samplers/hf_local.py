@@ -156,7 +156,9 @@ class HFLocalSampler:
     Weights change only between samples: `swap_model` / `set_policy_version` wait until every row
     in flight has finished (admitting no new rows meanwhile), so each `SampleResult` was sampled
     entirely under the `policy_version` it reports. The worker holds `lock` during each forward
-    step; code that edits the weights in place must hold it too. `batches_run` counts prefill
+    step; code that edits the weights in place must hold it too (and then call `set_policy_version`
+    after releasing it). In RL the trainer changes weights only between rollouts, so the wait is
+    short; it never holds the lock while rows decode. `batches_run` counts prefill
     batches (requests admitted together), `forward_calls` counts forward passes.
     """
 
@@ -241,6 +243,11 @@ class HFLocalSampler:
     # -- weight changes -------------------------------------------------------------------------
 
     def _between_samples(self, change: Any) -> None:
+        if self.lock._is_owned() and self._in_flight:
+            raise RuntimeError(
+                "swap_model/set_policy_version wait for the rows in flight, which need `lock`; "
+                "call them without holding HFLocalSampler.lock"
+            )
         with self._state:
             self._swaps_pending += 1
             try:
