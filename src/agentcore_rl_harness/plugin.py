@@ -248,14 +248,16 @@ def agentcore_rl_config(request: pytest.FixtureRequest):
 
 
 @pytest.fixture
-def row(_arl_case) -> dict:
-    """The dataset row of this case."""
-    return dict(_arl_case.row)
+def row(_arl_case) -> dict | None:
+    """The dataset row of this case (None for the one item of a task in `train` mode)."""
+    return None if isinstance(_arl_case, TrainItem) else dict(_arl_case.row)
 
 
 @pytest.fixture
-def rollout(request: pytest.FixtureRequest, _arl_case) -> RolloutHandle:
+def rollout(request: pytest.FixtureRequest, _arl_case) -> RolloutHandle | None:
     """The finished episode for this case (waits for it); set `.reward` to override scoring."""
+    if isinstance(_arl_case, TrainItem):
+        return None  # train mode: the item reports on training, its body is not run
     return _require(request).rollout_for(request.node.nodeid)
 
 

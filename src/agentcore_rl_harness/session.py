@@ -109,13 +109,16 @@ class RunSession:
         if not (run_dir / "config.yaml").is_file():
             raise HarnessError(f"--agentcore-rl-resume {run_dir}: no config.yaml, not a run directory")
         store = RunStore(run_dir)
-        recorded_mode = store.read_run_info()["mode"]
+        info = store.read_run_info()
+        recorded_mode = info["mode"]
         if recorded_mode != mode:
             raise HarnessError(
                 f"--agentcore-rl-resume {run_dir}: that is a {recorded_mode!r} run; resume it with "
                 f"--agentcore-rl {recorded_mode}"
             )
-        composed = compose_config(overrides, source=run_dir / "config.yaml")
+        # config.yaml already holds the original overrides; only new ones are applied on top.
+        extra = [o for o in overrides if o not in info.get("overrides", [])]
+        composed = compose_config(extra, source=run_dir / "config.yaml")
         session = cls(mode=mode, config=composed, store=store, rootdir=rootdir, write=write)
         session.resumed = read_rollouts(run_dir)
         return session

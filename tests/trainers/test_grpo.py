@@ -6,13 +6,14 @@ import pytest
 import torch
 
 from agentcore_rl_harness.errors import ConfigError
-from agentcore_rl_harness.records import Trace
+from agentcore_rl_harness.records import Rollout, Status, Trace, Usage
 from agentcore_rl_harness.trainers import (
     GRPOConfig,
     TrainGroup,
     TrainSample,
     build_batch,
     group_advantages,
+    groups_from_rollouts,
     policy_loss,
 )
 
@@ -64,6 +65,32 @@ def test_constant_rewards_give_zero_advantages_not_nan():
 # --- failure policy ---------------------------------------------------------------------------
 
 
+def _rollout(group_id, index, status, reward):
+    return Rollout(
+        run_id="r", task="t", row_id=group_id, sample_index=index, group_id=group_id, phase="train",
+        step=0, session_id=f"{group_id}-{index}", status=status, error=None, reward=reward,
+        rewards={}, success=None, result=None, turns=1, usage=Usage(), elapsed_s=0.0,
+        traces=(_trace(),),
+    )
+
+
+def test_failed_rollouts_are_left_out_of_their_group_and_counted_not_scored_zero():
+    rollouts = [
+        _rollout("a", 0, Status.COMPLETED, 1.0),
+        _rollout("a", 1, Status.TASK_FAILED, 0.0),
+        _rollout("a", 2, Status.INFRA_ERROR, None),
+        _rollout("a", 3, Status.TIMEOUT, 0.0),
+        _rollout("b", 0, Status.AGENT_ERROR, None),
+        _rollout("b", 1, Status.COMPLETED, 1.0),
+    ]
+    groups, excluded = groups_from_rollouts(rollouts)
+    assert [(g.group_id, [s.reward for s in g.samples]) for g in groups] == [("a", [1.0, 0.0]), ("b", [1.0])]
+    assert excluded == {"infra_error": 1, "timeout": 1, "agent_error": 1}
+    items, stats = build_batch(groups, normalize_std=False)
+    assert [item.advantage for item in items] == [0.5, -0.5]  # not [0.75, -0.25, -0.25, -0.25]
+    assert stats.groups_skipped_small == 1
+
+
 def test_constant_and_single_sample_groups_are_skipped_and_counted():
     groups = [_group("const", [1.0, 1.0, 1.0]), _group("single", [1.0]), _group("ok", [1.0, 0.0])]
     items, stats = build_batch(groups, normalize_std=False)
@@ -81,13 +108,11 @@ def test_a_forked_rollout_counts_once_and_its_traces_share_its_advantage():
     # rollout 0 forked into two traces; per rollout the mean is 1/3, per trace it would be 1/2
     group = _group("g", [1.0, 0.0, 0.0], traces_per_sample=[2, 1, 1])
     items, stats = build_batch([group], normalize_std=False)
-    advantages = {(item.rollout_key, index): item.advantage for index, item in enumerate(items)}
     assert len(items) == 4
     assert [item.advantage for item in items if item.rollout_key == "g/0"] == pytest.approx([2 / 3, 2 / 3])
     assert [item.advantage for item in items if item.rollout_key != "g/0"] == pytest.approx([-1 / 3, -1 / 3])
     assert stats.rollouts_used == 3
     assert stats.traces_used == 4
-    assert len(advantages) == 4
 
 
 def test_traces_without_trained_tokens_are_dropped_but_their_rollout_still_counts():

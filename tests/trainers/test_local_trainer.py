@@ -1,4 +1,5 @@
 import asyncio
+import dataclasses
 import random
 
 import pytest
@@ -236,7 +237,7 @@ def test_checkpoint_resume_gives_the_same_next_steps(tiny_model_dir, sampler, tm
     expected_rand = torch.rand(3)
     expected = [_step(uninterrupted, batches[1]), _step(uninterrupted, batches[2])]
 
-    resumed = LocalTrainer(load_model(tiny_model_dir), config=LocalTrainerConfig(**{**config.__dict__, "seed": 1}))
+    resumed = LocalTrainer(load_model(tiny_model_dir), config=dataclasses.replace(config, seed=1))
     assert resumed.load_checkpoint(tmp_path / "ckpt") == 1
     assert torch.equal(torch.rand(3), expected_rand)  # RNG states restored
     assert resumed.policy_version == 1

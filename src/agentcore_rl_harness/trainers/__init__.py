@@ -4,7 +4,7 @@
 """
 
 from .base import StepMetrics, Trainer, TrainGroup, TrainSample
-from .grpo import GRPOConfig, build_batch, group_advantages, policy_loss
+from .grpo import GRPOConfig, build_batch, group_advantages, groups_from_rollouts, policy_loss
 from .local import LocalTrainer, LocalTrainerConfig
 
 __all__ = [
@@ -17,5 +17,6 @@ __all__ = [
     "Trainer",
     "build_batch",
     "group_advantages",
+    "groups_from_rollouts",
     "policy_loss",
 ]

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from .base import TrainGroup
+from ..records import Rollout, Status
+from .base import TrainGroup, TrainSample
 
 AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum")
+EXCLUDED_STATUSES = (Status.TIMEOUT, Status.AGENT_ERROR, Status.INFRA_ERROR)
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,25 @@ def group_advantages(rewards: Sequence[float], *, normalize_std: bool, eps: floa
         return centred
     std = math.sqrt(sum(value * value for value in centred) / len(centred))
     return [value / (std + eps) for value in centred]
+
+
+def groups_from_rollouts(rollouts: Sequence[Rollout]) -> tuple[list[TrainGroup], dict[str, int]]:
+    """One group per `group_id`, in first-seen order, without the rollouts that cannot be scored.
+
+    A timeout, agent_error or infra_error rollout (or one without a reward) is left out of its
+    group and counted by status, never turned into a reward-0 sample: that would bias the
+    advantages of the rollouts that did finish.
+    """
+    groups: dict[str, list[TrainSample]] = {}
+    excluded: dict[str, int] = {}
+    for rollout in rollouts:
+        samples = groups.setdefault(rollout.group_id, [])
+        if rollout.status in EXCLUDED_STATUSES or rollout.reward is None:
+            reason = rollout.status.value if rollout.status in EXCLUDED_STATUSES else "no_reward"
+            excluded[reason] = excluded.get(reason, 0) + 1
+            continue
+        samples.append(TrainSample(rollout.session_id, float(rollout.reward), rollout.traces))
+    return [TrainGroup(group_id, tuple(samples)) for group_id, samples in groups.items()], excluded
 
 
 @dataclass(frozen=True)

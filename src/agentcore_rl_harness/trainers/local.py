@@ -353,7 +353,8 @@ class LocalTrainer:
             hidden = decoder(
                 input_ids=tensors["input_ids"], attention_mask=tensors["attention_mask"]
             ).last_hidden_state
-            logits = head(hidden[rows, positions])
+            with torch.autocast(self.device.type, enabled=False):
+                logits = head(hidden[rows, positions].float())
         else:
             logits = model(
                 input_ids=tensors["input_ids"], attention_mask=tensors["attention_mask"]
