@@ -132,6 +132,7 @@ def main() -> None:
                 capture_output=True, text=True, check=True,
             )
             rows[mode, runner] = json.loads(out.stdout.strip().splitlines()[-1])
+            print(f"{mode} {runner}: {rows[mode, runner]['steps_s']}", file=sys.stderr, flush=True)
     print(f"SmolLM2-135M fp32, {SEQUENCES} x {LENGTH} tokens ({LENGTH - PROMPT} trained each), "
           f"torch threads {__import__('torch').get_num_threads()}, best of {args.repeats}")
     print(f"{'mode':6} {'runner':8} {'step s':>8} {'tok/s':>8} {'peak RSS GB':>12} {'params':>12}")

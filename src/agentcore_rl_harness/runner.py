@@ -239,6 +239,15 @@ class Harness:
             )
         finally:
             finished = self.gateway.sessions.finish(session_id)
+        gateway_errors = int(finished.metadata.get("gateway_errors", 0) or 0)
+        if gateway_errors and outcome.status in (Status.AGENT_ERROR, Status.TIMEOUT):
+            outcome = SessionOutcome(
+                status=Status.INFRA_ERROR,
+                result=outcome.result,
+                error=f"the gateway failed {gateway_errors} request(s) of this session "
+                f"(sampler or gateway error; see the log); the agent then reported: {outcome.error}",
+                elapsed_s=outcome.elapsed_s,
+            )
         return Episode(
             case=case,
             session_id=session_id,

@@ -139,3 +139,22 @@ async def test_client_disconnect_mid_stream_still_records_the_whole_sample(gatew
     (trace,) = finished.traces
     assert list(trace.token_ids[trace.prompt_length:]) == [*renderer.encode(reply), im_end]
     assert all(trace.loss_mask) and finished.metadata["client_disconnects"] == 1
+
+
+def test_sampler_failures_are_counted_as_gateway_errors(gateway_factory):
+    """A failing sampler is the gateway's fault: 502 to the agent, counted in the metadata."""
+    import openai
+
+    from agentcore_rl_harness.errors import SamplingError
+
+    class Broken:
+        async def sample(self, *, prompt_token_ids, params, on_token=None):
+            raise SamplingError("the engine is down")
+
+    gateway, _ = gateway_factory([], sampler=Broken())
+    session_id = gateway.sessions.open()
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=session_id, max_retries=0)
+    with pytest.raises(openai.APIStatusError) as info:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert info.value.status_code == 502
+    assert gateway.sessions.finish(session_id).metadata["gateway_errors"] == 1

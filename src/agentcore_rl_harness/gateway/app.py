@@ -106,7 +106,7 @@ def create_app(
         return Response(status_code=204)
 
     wires = {**chat_routes(context), **anthropic_routes(context)}
-    return Starlette(routes=[
+    app = Starlette(routes=[
         *(Route(path, handler, methods=["POST"]) for path, handler in wires.items()),
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
@@ -115,6 +115,8 @@ def create_app(
         Route("/admin/sessions/{session_id}/finish", finish_session, methods=["POST"]),
         Route("/admin/sessions/{session_id}", delete_session, methods=["DELETE"]),
     ])
+    app.state.gateway = context
+    return app
 
 
 def _sampling_params(sampling: AdminSampling, renderer: Renderer) -> SamplingParams:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from .sessions import (
     UnknownSessionError,
 )
 
+log = logging.getLogger(__name__)
 Handler = Callable[[Request], Awaitable[Response]]
 ErrorShape = Callable[[int, str, str | None], dict[str, Any]]
 
@@ -70,7 +72,12 @@ def status_of(exc: Exception) -> tuple[int, str | None]:
 
 
 def errors_as(shape: ErrorShape) -> Callable[[Handler], Handler]:
-    """Route decorator: harness exceptions -> `shape(status, message, code)` JSON."""
+    """Route decorator: harness exceptions -> `shape(status, message, code)` JSON.
+
+    Sampler failures (502) and unexpected exceptions (500) are the gateway's fault, not the
+    agent's: they are counted as `gateway_errors` in the session's metadata so the runner can
+    report the rollout as an infrastructure error rather than an agent error.
+    """
     def decorate(handler: Handler) -> Handler:
         @functools.wraps(handler)
         async def wrapped(request: Request) -> Response:
@@ -78,10 +85,27 @@ def errors_as(shape: ErrorShape) -> Callable[[Handler], Handler]:
                 return await handler(request)
             except (ApiError, SessionError, RenderError, WireError, SamplingError) as exc:
                 status, code = status_of(exc)
+                if isinstance(exc, SamplingError):
+                    _count_gateway_error(request)
                 message = f"sampling failed: {exc}" if isinstance(exc, SamplingError) else str(exc)
                 return JSONResponse(shape(status, message, code), status)
+            except Exception as exc:  # a gateway bug: answer in the wire's shape, keep the trace
+                log.exception("internal gateway error on %s", request.url.path)
+                _count_gateway_error(request)
+                message = f"internal gateway error: {type(exc).__name__}: {exc}"
+                return JSONResponse(shape(500, message, "internal_error"), 500)
         return wrapped
     return decorate
+
+
+def _count_gateway_error(request: Request) -> None:
+    context = getattr(request.app.state, "gateway", None)
+    if context is None:
+        return
+    try:
+        context.sessions.get(api_key(request)).count_event("gateway_errors")
+    except (ApiError, SessionError):
+        return  # no usable session key: nothing to attribute the error to
 
 
 async def read_json(request: Request, limit: int) -> Any:

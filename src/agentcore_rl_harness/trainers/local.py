@@ -167,7 +167,6 @@ class LocalTrainer:
 
     def step_sync(self, groups: Sequence[TrainGroup]) -> StepMetrics:
         """The blocking body of `step`, for sync callers (benchmarks)."""
-        torch, _ = _import_torch()
         started = time.perf_counter()
         with self._busy:
             items, stats = build_batch(
