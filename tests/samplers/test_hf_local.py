@@ -370,3 +370,182 @@ def test_swap_model_waits_for_rows_in_flight_and_later_results_carry_the_new_ver
     assert events == ["long done", "swapped", "late started"]
     assert long.policy_version == 0 and len(long.token_ids) == 40
     assert late.policy_version == 5
+
+
+# -- prefix caching -------------------------------------------------------------------------------
+
+SYSTEM = _prompt(64, 1000)  # a shared "system prompt + few-shot examples"
+
+
+def _fresh_model(tiny_model_dir):
+    """A private copy of the tiny model, for tests that change weights."""
+    return load_model(tiny_model_dir)
+
+
+def _run_chain(sampler, first_prompt, suffixes, seed):
+    """A multi-turn session: each prompt is the previous prompt + its completion + that turn's suffix."""
+    prompt, turns = list(first_prompt), []
+    for turn, suffix in enumerate(suffixes):
+        params = SamplingParams(max_tokens=6, seed=seed + turn)
+        (result,) = _sample_all(sampler, [(prompt, params)])
+        turns.append((prompt, result))
+        prompt = prompt + list(result.token_ids) + suffix
+    return turns
+
+
+def test_multi_turn_logprobs_with_the_prefix_cache_equal_uncached_and_a_plain_forward(model):
+    cached, uncached = HFLocalSampler(model), HFLocalSampler(model, prefix_cache_tokens=0)
+    suffixes = [_prompt(7, 1), _prompt(9, 2), []]
+    try:
+        before = cached.prefill_tokens
+        with_cache = _run_chain(cached, SYSTEM + _prompt(8, 3), suffixes, seed=40)
+        fed = cached.prefill_tokens - before
+        without_cache = _run_chain(uncached, SYSTEM + _prompt(8, 3), suffixes, seed=40)
+    finally:
+        cached.close()
+        uncached.close()
+
+    for (prompt, result), (_, reference) in zip(with_cache, without_cache):
+        assert result.token_ids == reference.token_ids
+        torch.testing.assert_close(torch.tensor(result.logprobs), torch.tensor(reference.logprobs), atol=1e-4, rtol=0)
+        torch.testing.assert_close(torch.tensor(result.logprobs), _expected_logprobs(model, prompt, result),
+                                   atol=1e-4, rtol=0)
+    # turns 2 and 3 feed only the last sampled token of the turn before plus the suffix
+    assert fed == len(with_cache[0][0]) + (1 + 7) + (1 + 9)
+    assert uncached.prefill_tokens == sum(len(prompt) for prompt, _ in without_cache)
+
+
+@pytest.mark.parametrize("prefix_cache_tokens", [32768, 0])
+def test_identical_prompts_admitted_together_are_prefilled_once(model, prefix_cache_tokens):
+    sampler = HFLocalSampler(model, batch_wait_s=0.05, prefix_cache_tokens=prefix_cache_tokens)
+    prompt = SYSTEM + _prompt(10, 4)
+    requests = [(prompt, SamplingParams(max_tokens=5, seed=seed)) for seed in range(6)]
+    try:
+        results = _sample_all(sampler, requests)
+    finally:
+        sampler.close()
+
+    assert sampler.batches_run == 1 and sampler.prefill_tokens == len(prompt)
+    assert len({result.token_ids for result in results}) > 1  # each row still samples on its own
+    for result in results:
+        torch.testing.assert_close(torch.tensor(result.logprobs), _expected_logprobs(model, prompt, result),
+                                   atol=1e-4, rtol=0)
+
+
+def test_questions_sharing_a_system_prompt_prefill_it_once(model):
+    sampler = HFLocalSampler(model, batch_wait_s=0.05)
+    questions = [SYSTEM + _prompt(10, 100 + index) for index in range(4)]
+    late_question = SYSTEM + _prompt(12, 200)
+    try:
+        together = _sample_all(sampler, [(prompt, SamplingParams(max_tokens=4)) for prompt in questions])
+        fed_together = sampler.prefill_tokens
+        (late,) = _sample_all(sampler, [(late_question, SamplingParams(max_tokens=4, temperature=0))])
+        fed_late = sampler.prefill_tokens - fed_together
+    finally:
+        sampler.close()
+
+    assert fed_together == len(SYSTEM) + 4 * 10
+    assert fed_late == 12
+    for prompt, result in zip(questions + [late_question], together + [late]):
+        torch.testing.assert_close(torch.tensor(result.logprobs), _expected_logprobs(model, prompt, result),
+                                   atol=1e-4, rtol=0)
+
+
+def test_the_cache_stays_within_its_token_budget(model):
+    sampler = HFLocalSampler(model, prefix_cache_tokens=100)
+    prompts = [_prompt(40, 300 + index) for index in range(5)]
+    sizes = []
+    try:
+        for prompt in prompts:  # each leaves 40 + 2 fed tokens behind: two entries fit
+            _sample_all(sampler, [(prompt, SamplingParams(max_tokens=3, temperature=0))])
+            sizes.append(sampler.prefix_cache_tokens)
+        fed = sampler.prefill_tokens
+        _sample_all(sampler, [(prompts[-1] + [7], SamplingParams(max_tokens=1))])  # recent: a hit
+        fed_recent = sampler.prefill_tokens - fed
+        _sample_all(sampler, [(prompts[0] + [7], SamplingParams(max_tokens=1))])  # evicted long ago
+        fed_evicted = sampler.prefill_tokens - fed - fed_recent
+    finally:
+        sampler.close()
+
+    assert max(sizes) <= 100 and sampler.prefix_cache_tokens <= 100
+    assert fed == 5 * 40 and fed_recent == 1 and fed_evicted == 41
+
+
+def test_seeded_samples_are_the_same_with_or_without_a_cache_hit(model):
+    sampler = HFLocalSampler(model)
+    prompt = SYSTEM + _prompt(5, 6)
+    seeded = SamplingParams(max_tokens=10, seed=321, top_k=40)
+    try:
+        (cold,) = _sample_all(sampler, [(prompt, seeded)])
+        fed = sampler.prefill_tokens
+        (warm,) = _sample_all(sampler, [(prompt, seeded)])
+    finally:
+        sampler.close()
+    assert sampler.prefill_tokens - fed == 1 and warm.token_ids == cold.token_ids
+
+
+def _perturbed(tiny_model_dir, scale):
+    model = _fresh_model(tiny_model_dir)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn(parameter.shape, generator=torch.Generator().manual_seed(1)) * scale)
+    return model
+
+
+def test_weight_changes_invalidate_the_cache(tiny_model_dir):
+    model, other = _fresh_model(tiny_model_dir), _perturbed(tiny_model_dir, 0.05)
+    sampler = HFLocalSampler(model)
+    prompt = SYSTEM + _prompt(6, 7)
+    greedy = SamplingParams(max_tokens=4, temperature=0)
+
+    def check(current):
+        fed = sampler.prefill_tokens
+        (result,) = _sample_all(sampler, [(prompt, greedy)])
+        torch.testing.assert_close(torch.tensor(result.logprobs), _expected_logprobs(current, prompt, result),
+                                   atol=1e-4, rtol=0)
+        return sampler.prefill_tokens - fed
+
+    try:
+        assert check(model) == len(prompt)
+        assert check(model) == 1  # a hit
+        sampler.swap_model(other, policy_version=1)
+        assert sampler.prefix_cache_tokens == 0
+        assert check(other) == len(prompt)
+        sampler.set_policy_version(2)  # the trainer's path after editing weights in place
+        assert sampler.prefix_cache_tokens == 0
+        assert check(other) == len(prompt)
+        with sampler.lock, torch.no_grad():  # an in-place edit nobody announced
+            for parameter in other.parameters():
+                parameter.mul_(1.1)
+        assert check(other) == len(prompt)
+    finally:
+        sampler.close()
+
+
+def test_a_peft_model_wrapped_in_place_samples_exact_logprobs(tiny_model_dir):
+    peft = pytest.importorskip("peft")
+    model = _fresh_model(tiny_model_dir)
+    sampler = HFLocalSampler(model)
+    prompt = SYSTEM + _prompt(6, 8)
+    try:
+        _sample_all(sampler, [(prompt, SamplingParams(max_tokens=3))])  # fills the cache with base-model KV
+        wrapped = peft.get_peft_model(model, peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+        with torch.no_grad():
+            for name, parameter in wrapped.named_parameters():
+                if "lora_B" in name:
+                    parameter.normal_(0, 0.5, generator=torch.Generator().manual_seed(2))
+        sampler.swap_model(wrapped.get_base_model(), policy_version=1)  # the same object, now with adapters
+        results = _sample_all(sampler, [(prompt, SamplingParams(max_tokens=5, seed=seed)) for seed in range(2)])
+        (again,) = _sample_all(sampler, [(prompt + [9], SamplingParams(max_tokens=5, seed=3))])  # a hit under LoRA
+    finally:
+        sampler.close()
+    for result in results:
+        torch.testing.assert_close(torch.tensor(result.logprobs), _expected_logprobs(model, prompt, result),
+                                   atol=1e-4, rtol=0)
+    torch.testing.assert_close(torch.tensor(again.logprobs), _expected_logprobs(model, prompt + [9], again),
+                               atol=1e-4, rtol=0)
+
+
+def test_negative_prefix_cache_tokens_is_refused(model):
+    with pytest.raises(ValueError, match="prefix_cache_tokens"):
+        HFLocalSampler(model, prefix_cache_tokens=-1)

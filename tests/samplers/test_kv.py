@@ -84,3 +84,42 @@ def test_sliding_window_layers_are_refused():
     cache.layers.append(DynamicSlidingWindowLayer(sliding_window=4))
     with pytest.raises(TypeError, match="full-attention"):
         _kv.layer_tensors(cache)
+
+
+def test_row_tensors_copy_only_real_positions(model):
+    prompts = [[5, 6, 7, 8, 9], [20, 21]]
+    cache, mask = _prefill(model, prompts)
+
+    keys, values = _kv.row_tensors(cache, mask, 1)[0]
+    full_keys, full_values = _kv.layer_tensors(cache)[0]
+
+    assert keys.shape[1] == 2
+    torch.testing.assert_close(keys, full_keys[1, :, 3:])
+    torch.testing.assert_close(values, full_values[1, :, 3:])
+    assert keys.data_ptr() != full_keys.data_ptr()
+
+
+def test_cache_with_prefixes_then_prefilling_the_tails_matches_a_full_forward(model):
+    long_prompt, short_prompt = list(range(100, 120)), list(range(200, 206))
+    (cache_long, mask_long), (cache_short, mask_short) = _prefill(model, [long_prompt]), _prefill(model, [short_prompt])
+    prefixes = [_kv.row_tensors(cache_long, mask_long, 0), None, _kv.row_tensors(cache_short, mask_short, 0)]
+    cached = [12, 0, 4]  # use only part of each cached row
+    prompts = [long_prompt[:15], [7, 8, 9], short_prompt[:4] + [1, 2]]
+
+    cache, past_mask = _kv.cache_with_prefixes(prefixes, cached, spare=3)
+
+    assert past_mask.tolist() == [[1] * 12, [0] * 12, [0] * 8 + [1] * 4]
+    tails = [prompt[length:] for prompt, length in zip(prompts, cached)]
+    input_ids = torch.tensor([[0] * (3 - len(tail)) + tail for tail in tails])
+    tail_mask = (torch.arange(3) >= torch.tensor([3 - len(tail) for tail in tails])[:, None]).long()
+    positions = torch.tensor(cached)[:, None] + (tail_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.inference_mode():
+        logits = model(input_ids=input_ids, attention_mask=torch.cat([past_mask, tail_mask], -1),
+                       position_ids=positions, cache=cache, use_cache=True).logits[:, -1].float()
+    for row, prompt in enumerate(prompts):
+        torch.testing.assert_close(logits[row], _reference(model, prompt), atol=1e-4, rtol=0)
+
+
+def test_cache_with_prefixes_without_any_prefix_is_empty():
+    cache, mask = _kv.cache_with_prefixes([None, None], [0, 0])
+    assert mask.shape == (2, 0) and not cache.layers

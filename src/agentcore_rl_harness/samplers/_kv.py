@@ -2,9 +2,13 @@
 
 A running batch is a cache (per layer, keys and values of shape [batch, kv_heads, seq, head_dim])
 plus a [batch, seq] attention mask, left-padded so every row's newest token sits in the last column.
+A row may also have padding columns in the middle (a cached prefix, then padding, then the prompt
+tail prefilled with it); the mask and position ids make them invisible, as for left padding.
 `concat_rows` merges two such batches (left-padding the shorter along seq); `select_rows` keeps some
-rows and trims the columns that became padding for every remaining row. Decode steps append in
-place into spare capacity (`GrowingLayer`) instead of re-concatenating the whole cache each token.
+rows and trims the columns that became padding for every remaining row. `row_tensors` copies one
+row's real positions out (for the prefix cache) and `cache_with_prefixes` builds a batch from such
+copies. Decode steps append in place into spare capacity (`GrowingLayer`) instead of
+re-concatenating the whole cache each token.
 """
 
 from __future__ import annotations
@@ -34,6 +38,15 @@ class GrowingLayer(DynamicLayer):
         self.keys = self._key_buffer[:, :, :needed]
         self.values = self._value_buffer[:, :, :needed]
         return self.keys, self.values
+
+    @classmethod
+    def over_buffers(cls, key_buffer: torch.Tensor, value_buffer: torch.Tensor, length: int) -> "GrowingLayer":
+        """A layer holding the first `length` columns of these buffers, growing into the rest."""
+        layer = cls()
+        layer.lazy_initialization(key_buffer, value_buffer)
+        layer._key_buffer, layer._value_buffer = key_buffer, value_buffer
+        layer.keys, layer.values = key_buffer[:, :, :length], value_buffer[:, :, :length]
+        return layer
 
     def _reserve(self, key_states: torch.Tensor, value_states: torch.Tensor, length: int, capacity: int) -> None:
         def grown(old: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
@@ -115,3 +128,40 @@ def select_rows(
         for keys, values in layer_tensors(cache)
     ]
     return cache_from(tensors), mask
+
+
+def row_tensors(cache: DynamicCache, mask: torch.Tensor, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer (keys, values) of shape [kv_heads, n, head_dim]: copies of one row's n real positions."""
+    columns = mask[row].nonzero().squeeze(-1)
+    return [
+        (keys[row].index_select(1, columns), values[row].index_select(1, columns))
+        for keys, values in layer_tensors(cache)
+    ]
+
+
+def cache_with_prefixes(
+    prefixes: list[list[tuple[torch.Tensor, torch.Tensor]] | None], lengths: list[int], *, spare: int = 0
+) -> tuple[DynamicCache, torch.Tensor]:
+    """A left-padded cache and mask whose row i holds the first `lengths[i]` positions of `prefixes[i]`.
+
+    Rows without a prefix (None, length 0) are all padding. `spare` reserves room for that many
+    more columns, so the prefill that follows appends without reallocating.
+    """
+    width = max(lengths)
+    mask = torch.zeros((len(lengths), width), dtype=torch.long)
+    if width == 0:
+        return new_cache(), mask
+    template = next(prefix for prefix in prefixes if prefix is not None)
+    cache = new_cache()
+    for layer_index, (keys_like, _) in enumerate(template):
+        heads, _, dim = keys_like.shape
+        keys = keys_like.new_zeros((len(lengths), heads, width + spare, dim))
+        values = keys_like.new_zeros((len(lengths), heads, width + spare, dim))
+        for row, (prefix, length) in enumerate(zip(prefixes, lengths)):
+            if length:
+                keys[row, :, width - length : width] = prefix[layer_index][0][:, :length]
+                values[row, :, width - length : width] = prefix[layer_index][1][:, :length]
+        cache.layers.append(GrowingLayer.over_buffers(keys, values, width))
+    for row, length in enumerate(lengths):
+        mask[row, width - length :] = 1
+    return cache, mask

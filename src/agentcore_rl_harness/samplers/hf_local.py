@@ -14,6 +14,18 @@ tokens can be drawn). T == 0 means greedy argmax, and its logprob is taken at T 
 reason "stop"; reaching `max_tokens` gives "length". No stop ids are added implicitly (not even
 EOS): the caller passes them. A seeded request draws only from its own generator, so its tokens
 do not depend on what else is in the batch.
+
+Prefix caching (`prefix_cache_tokens`, 0 disables): after a prefill, and when a row finishes, the
+KV of the positions the model computed (the prompt, plus every sampled token but the last, which
+was never fed) is kept in an LRU (`_prefix_cache`). A new prompt reuses the longest cached common
+prefix (at least one block of 16 tokens, never the whole prompt: its last token is always fed, to
+get logits) and prefills only the rest. Identical prompts admitted together are prefilled once
+(GRPO groups), and a prefix shared by several new prompts beyond their cache hits (one system prompt,
+different questions) is prefilled once first. Cached KV is only valid for the weights that computed
+it: `swap_model` and `set_policy_version` clear the cache, and so does any in-place change to the
+parameters that torch's version counters see (an optimizer step), checked at every admission.
+KV bytes per cached token = layers x 2 x kv_heads x head_dim x dtype bytes; SmolLM2-135M in fp32:
+30 x 2 x 3 x 64 x 4 = 46,080 (45 KiB), so the default 32,768 tokens hold up to ~1.4 GiB.
 """
 
 from __future__ import annotations
@@ -36,7 +48,7 @@ from ..records import FinishReason, SampleResult, SamplingParams
 try:
     import torch
 
-    from . import _kv
+    from . import _kv, _prefix_cache
 except ImportError as exc:  # pragma: no cover - exercised only without the [local] extra
     raise MissingDependencyError(
         f"the hf_local sampler needs torch and transformers ({exc}); "
@@ -45,6 +57,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the [loc
 
 _STOP = object()
 _PREFILL_CHUNK = 512  # prompt columns per prefill forward pass (bounds activation memory)
+_MIN_SHARED_GAIN = 32  # prefill a prefix shared by new prompts first only if it saves this many tokens each
 
 
 @dataclass
@@ -159,7 +172,8 @@ class HFLocalSampler:
     step; code that edits the weights in place must hold it too (and then call `set_policy_version`
     after releasing it). In RL the trainer changes weights only between rollouts, so the wait is
     short; it never holds the lock while rows decode. `batches_run` counts prefill
-    batches (requests admitted together), `forward_calls` counts forward passes.
+    batches (requests admitted together), `forward_calls` counts forward passes, `prefill_tokens`
+    counts prompt tokens fed through the model (what prefix caching and group dedupe save).
     """
 
     def __init__(
@@ -169,9 +183,12 @@ class HFLocalSampler:
         max_batch_size: int = 16,
         batch_wait_s: float = 0.005,
         policy_version: int = 0,
+        prefix_cache_tokens: int = 32768,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+        if prefix_cache_tokens < 0:
+            raise ValueError(f"prefix_cache_tokens must be >= 0 (0 disables the cache), got {prefix_cache_tokens}")
         self.model = model
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_s
@@ -179,6 +196,9 @@ class HFLocalSampler:
         self.lock = threading.RLock()
         self.batches_run = 0
         self.forward_calls = 0
+        self.prefill_tokens = 0
+        self._prefix_cache = _prefix_cache.PrefixCache(prefix_cache_tokens) if prefix_cache_tokens else None
+        self._weights_seen: tuple[int, int, int] | None = None
         self._queue: queue.Queue = queue.Queue()
         self._closed = False
         self._state = threading.Condition()
@@ -196,8 +216,13 @@ class HFLocalSampler:
         return cls(load_model(resolve_model(path), dtype=dtype), **kwargs)
 
     def set_policy_version(self, version: int) -> None:
-        """Label later samples with `version`, once the rows in flight have finished."""
-        self._between_samples(lambda: setattr(self, "policy_version", version))
+        """Label later samples with `version`, once the rows in flight have finished (clears the prefix cache)."""
+
+        def relabel() -> None:
+            self.policy_version = version
+            self.clear_prefix_cache()
+
+        self._between_samples(relabel)
 
     def swap_model(self, model: Any, *, policy_version: int) -> None:
         """Replace the model once the rows in flight have finished; new requests wait meanwhile."""
@@ -205,8 +230,21 @@ class HFLocalSampler:
         def swap() -> None:
             self.model = model
             self.policy_version = policy_version
+            self.clear_prefix_cache()
 
         self._between_samples(swap)
+
+    def clear_prefix_cache(self) -> None:
+        """Forget all cached KV (it was computed under weights that may no longer hold)."""
+        with self.lock:
+            if self._prefix_cache is not None:
+                self._prefix_cache.clear()
+            self._weights_seen = None
+
+    @property
+    def prefix_cache_tokens(self) -> int:
+        """Tokens whose KV the prefix cache holds now."""
+        return self._prefix_cache.cached_tokens if self._prefix_cache is not None else 0
 
     async def sample(
         self,
@@ -351,26 +389,105 @@ class HFLocalSampler:
         return output.logits[:, -1, :]
 
     def _prefill(self, rows: list[_Row]) -> _Batch | None:
+        """Prefill the admitted rows: each distinct prompt once, reusing cached prefixes."""
         self.batches_run += 1
-        width = max(len(row.request.prompt_token_ids) for row in rows)
-        input_ids = torch.zeros((len(rows), width), dtype=torch.long)
-        attention_mask = torch.zeros_like(input_ids)
-        for index, row in enumerate(rows):
-            prompt = row.request.prompt_token_ids
-            input_ids[index, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
-            attention_mask[index, width - len(prompt):] = 1
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        cache = _kv.new_cache()
+        self._drop_stale_cache()
+        rows_by_prompt: dict[tuple[int, ...], list[_Row]] = {}
+        for row in rows:
+            rows_by_prompt.setdefault(row.request.prompt_token_ids, []).append(row)
+        prompts = list(rows_by_prompt)
+        if self._prefix_cache is not None and len(prompts) > 1:
+            self._prefill_shared_prefixes(prompts)
+        hits = [self._lookup(prompt) for prompt in prompts]
+        joined, joined_logits = None, []
+        for group in _prefix_cache.buckets([len(prompt) - hits[i][0] for i, prompt in enumerate(prompts)]):
+            group_prompts = [prompts[i] for i in group]
+            cache, mask, logits = self._prefill_group(group_prompts, [hits[i] for i in group])
+            self._remember(group_prompts, cache, mask)
+            group_rows = [row for prompt in group_prompts for row in rows_by_prompt[prompt]]
+            if len(group_rows) > len(group_prompts):  # identical prompts: copy the rows' KV
+                index = torch.tensor([j for j, prompt in enumerate(group_prompts) for _ in rows_by_prompt[prompt]])
+                cache, mask = _kv.select_rows(cache, mask, index)
+                logits = logits.index_select(0, index)
+            last_ids = torch.tensor([row.request.prompt_token_ids[-1] for row in group_rows], dtype=torch.long)
+            batch = _Batch(group_rows, cache, mask, mask.sum(-1), last_ids)
+            joined = batch if joined is None else _merge(joined, batch)
+            joined_logits.append(logits)
+        return self._advance(joined, torch.cat(joined_logits))
+
+    def _prefill_shared_prefixes(self, prompts: list[tuple[int, ...]], depth: int = 0) -> None:
+        """Prefill and cache the prefixes several `prompts` share beyond their cache hits."""
+        hits = [self._lookup(prompt)[0] for prompt in prompts]
+        shared = [
+            prefix
+            for prefix in _prefix_cache.shared_prefixes(prompts, hits, _MIN_SHARED_GAIN)
+            if len(prefix) <= self._prefix_cache.capacity_tokens
+        ]
+        if not shared or depth > 8:
+            return
+        self._prefill_shared_prefixes(shared, depth + 1)
+        hits = [self._lookup(prefix) for prefix in shared]
+        for group in _prefix_cache.buckets([len(prefix) - hits[i][0] for i, prefix in enumerate(shared)]):
+            group_prefixes = [shared[i] for i in group]
+            cache, mask, _ = self._prefill_group(group_prefixes, [hits[i] for i in group])
+            self._remember(group_prefixes, cache, mask)
+
+    def _lookup(self, prompt: tuple[int, ...]) -> tuple[int, Any]:
+        if self._prefix_cache is None:
+            return 0, None
+        return self._prefix_cache.lookup(prompt, max_length=len(prompt) - 1)
+
+    def _prefill_group(
+        self, prompts: list[tuple[int, ...]], hits: list[tuple[int, Any]]
+    ) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        """One left-padded prefill of the prompts' uncached tails: (cache, mask, last-position logits).
+
+        Row i's columns are its cached prefix, padding, then its tail, so tails align on the right.
+        """
+        cached = [length for length, _ in hits]
+        tails = [prompt[length:] for prompt, (length, _) in zip(prompts, hits)]
+        width = max(len(tail) for tail in tails)
+        cache, past_mask = _kv.cache_with_prefixes([payload for _, payload in hits], cached, spare=width)
+        input_ids = torch.zeros((len(prompts), width), dtype=torch.long)
+        tail_mask = torch.zeros_like(input_ids)
+        for index, tail in enumerate(tails):
+            input_ids[index, width - len(tail):] = torch.tensor(tail, dtype=torch.long)
+            tail_mask[index, width - len(tail):] = 1
+        position_ids = torch.tensor(cached).unsqueeze(-1) + (tail_mask.cumsum(-1) - 1).clamp(min=0)
+        attention_mask = torch.cat([past_mask, tail_mask], dim=-1)
+        past = past_mask.shape[1]
         for start in range(0, width, _PREFILL_CHUNK):
             end = min(start + _PREFILL_CHUNK, width)
             logits = self._forward(
                 input_ids=input_ids[:, start:end],
-                attention_mask=attention_mask[:, :end],
+                attention_mask=attention_mask[:, : past + end],
                 position_ids=position_ids[:, start:end],
                 cache=cache,
             )
-        batch = _Batch(rows, cache, attention_mask, attention_mask.sum(-1), input_ids[:, -1].clone())
-        return self._advance(batch, logits)
+        self.prefill_tokens += sum(len(tail) for tail in tails)
+        return cache, attention_mask, logits
+
+    def _remember(
+        self, sequences: list[Sequence[int]], cache: Any, mask: torch.Tensor, rows: list[int] | None = None
+    ) -> None:
+        """Cache the KV of `sequences[i]`, whose positions (exactly) row `rows[i]` (default i) of `cache` holds."""
+        if self._prefix_cache is None:
+            return
+        for index, tokens in enumerate(sequences):
+            row = index if rows is None else rows[index]
+            if int(mask[row].sum()) != len(tokens):
+                raise RuntimeError(f"row {row} holds {int(mask[row].sum())} positions, not the {len(tokens)} to cache")
+            if not self._prefix_cache.covers(tokens):
+                self._prefix_cache.insert(tokens, _kv.row_tensors(cache, mask, row))
+
+    def _drop_stale_cache(self) -> None:
+        """Clear the prefix cache if the model or its parameters changed since it was filled."""
+        if self._prefix_cache is None:
+            return
+        seen = _weights_fingerprint(self.model)
+        if seen != self._weights_seen:
+            self._prefix_cache.clear()
+            self._weights_seen = seen
 
     def _step(self, batch: _Batch) -> _Batch | None:
         batch.attention_mask = torch.cat(
@@ -394,6 +511,10 @@ class HFLocalSampler:
         finished = [row for row in batch.rows if row.finish_reason is not None]
         for row in finished:
             _deliver(row.request, result=row.result())
+        if finished and self._prefix_cache is not None:
+            fed = [row.request.prompt_token_ids + tuple(row.token_ids[:-1]) for row in finished]
+            rows = [batch.rows.index(row) for row in finished]
+            self._remember(fed, batch.cache, batch.attention_mask, rows)
         return self._without(batch, finished)
 
     def _without(self, batch: _Batch, leaving: list[_Row]) -> _Batch | None:
@@ -423,6 +544,15 @@ def _merge(running: _Batch, joined: _Batch) -> _Batch:
         torch.cat([running.positions, joined.positions]),
         torch.cat([running.last_ids, joined.last_ids]),
     )
+
+
+def _weights_fingerprint(model: Any) -> tuple[int, int, int] | None:
+    """(model id, parameter count, sum of version counters): changes when a parameter is edited in place."""
+    try:
+        parameters = list(model.parameters())
+        return id(model), len(parameters), sum(parameter._version for parameter in parameters)
+    except (AttributeError, RuntimeError):  # no parameters() or inference tensors: rely on swap_model
+        return None
 
 
 def _forward_kwargs(model: Any) -> tuple[str, dict[str, Any]]:
