@@ -1,18 +1,28 @@
-"""Agent-workload throughput of HFLocalSampler (continuous batching) vs the old static batcher.
+"""Agent-workload throughput of HFLocalSampler: prefix cache on vs off, and the old static batcher.
 
-N concurrent sessions (default 1, 8, 16) each run 3 sequential turns on SmolLM2-135M: a ~350-token
-prompt, then the previous prompt + reply + a ~20-token tool result; at most 64 new tokens per turn,
-T=1, stopping at <|im_end|>. Both samplers run in the same process on the same model; the old one
-(git HEAD before continuous batching: a batch runs until its longest row ends, newcomers wait) is
-copied below as `StaticBatchSampler`.
+N concurrent sessions (default 8 and 16) each run 3 sequential turns on SmolLM2-135M, in GRPO groups:
+the G sessions of a group (default 8) start with the IDENTICAL first prompt (365 tokens: a system
+prompt with five few-shot examples, 351 tokens shared by every group, then the group's question);
+each later prompt is the previous prompt + the sampled reply + a 28-token tool result. At most 64
+new tokens per turn, T=1, stopping at <|im_end|>, seeded per session and turn. Samplers, all in
+one process on one model:
+  static    - the batcher before continuous batching (a batch runs until its longest row ends),
+              copied below as `StaticBatchSampler`;
+  no-cache  - HFLocalSampler(prefix_cache_tokens=0): continuous batching, identical prompts admitted
+              together still prefilled once;
+  cache     - HFLocalSampler with the prefix cache (default 32768 tokens).
+`prefill` is the number of prompt tokens fed through the model (HFLocalSampler.prefill_tokens).
 
-Run: HF_HUB_OFFLINE=1 python bench/sampler.py [--sessions 1 8 16] [--turns 3] [--tokens 64]
+Run (only on a quiet machine: load average < 2.5):
+  HF_HUB_OFFLINE=1 python bench/sampler.py [--sessions 8 16] [--group 8] [--repeat 2]
+      [--samplers static no-cache cache]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import inspect
 import os
 import queue
@@ -32,49 +42,76 @@ from agentcore_rl_harness.models import load_model, load_tokenizer, prepare_mode
 from agentcore_rl_harness.records import FinishReason, SampleResult, SamplingParams
 from agentcore_rl_harness.samplers.hf_local import HFLocalSampler
 
-FILLER = (
+SYSTEM = (
     "You are a careful assistant with a calculator tool. To use it, reply with a JSON object "
-    '{"tool": "calculator", "expression": "..."} and wait for the result. Example: the user asks '
-    "what 17 times 23 is; you call the calculator with 17*23, it returns 391, you answer 391. "
+    '{"tool": "calculator", "expression": "..."} and wait for the result, then answer with the number only.'
 )
+EXAMPLES = [(17, 23, 391), (45, 12, 540), (9, 81, 729), (120, 7, 840), (33, 33, 1089)]
 
 
-async def _session(sampler: Any, prompt: list[int], suffix: list[int], turns: int, params: SamplingParams) -> int:
+async def _session(sampler: Any, prompt: list[int], suffix: list[int], turns: int, params: SamplingParams,
+                   seed: int) -> int:
+    """Seeded per session and turn, so every sampler sees the same replies (up to float rounding)."""
     generated = 0
-    for _ in range(turns):
-        result = await sampler.sample(prompt_token_ids=prompt, params=params)
+    for turn in range(turns):
+        result = await sampler.sample(prompt_token_ids=prompt, params=dataclasses.replace(params, seed=seed + turn))
         generated += len(result.token_ids)
         prompt = prompt + list(result.token_ids) + suffix
     return generated
 
 
-async def _workload(sampler: Any, prompts: list[list[int]], suffix: list[int], turns: int, tokens: int, stop: int):
+async def _workload(sampler: Any, prompts: list[list[int]], suffixes: list[list[int]], turns: int, tokens: int,
+                    stop: int) -> tuple[int, float, float]:
+    """(tokens generated, wall seconds, CPU seconds of this process: less sensitive to other load)."""
     params = SamplingParams(temperature=1.0, max_tokens=tokens, stop_token_ids=(stop,))
-    start = time.perf_counter()
-    counts = await asyncio.gather(*(_session(sampler, prompt, suffix, turns, params) for prompt in prompts))
-    return sum(counts), time.perf_counter() - start
+    start, cpu_start = time.perf_counter(), time.process_time()
+    counts = await asyncio.gather(
+        *(_session(sampler, prompt, suffix, turns, params, seed=100 * index)
+          for index, (prompt, suffix) in enumerate(zip(prompts, suffixes)))
+    )
+    return sum(counts), time.perf_counter() - start, time.process_time() - cpu_start
 
 
-def _prompts(tokenizer: Any, sessions: int, length: int) -> tuple[list[list[int]], list[int]]:
+def _prompts(tokenizer: Any, sessions: int, group: int) -> tuple[list[list[int]], list[list[int]]]:
+    """First prompts (identical within a group of `group` sessions) and each session's tool-result suffix."""
+
     def ids(text: str) -> list[int]:
         return tokenizer.encode(text, add_special_tokens=False)
 
-    prompts = []
+    system = f"<|im_start|>system\n{SYSTEM}<|im_end|>\n"
+    for left, right, product in EXAMPLES:
+        system += (
+            f"<|im_start|>user\nWhat is {left} times {right}?<|im_end|>\n<|im_start|>assistant\n"
+            f'{{"tool": "calculator", "expression": "{left}*{right}"}}<|im_end|>\n'
+            f"<|im_start|>user\nTool result: {product}<|im_end|>\n<|im_start|>assistant\n{product}<|im_end|>\n"
+        )
+    prompts, suffixes = [], []
     for index in range(sessions):
-        rng = random.Random(index)
-        system = ids("<|im_start|>system\n") + (ids(FILLER) * 8)[: length - 40] + ids("<|im_end|>\n")
-        question = f"<|im_start|>user\nWhat is {rng.randrange(100, 999)} plus {rng.randrange(100, 999)}?<|im_end|>\n"
-        prompts.append(system + ids(question + "<|im_start|>assistant\n"))
-    suffix = ids("<|im_end|>\n<|im_start|>user\nTool result: 1234. Now answer.<|im_end|>\n<|im_start|>assistant\n")
-    return prompts, suffix
+        rng = random.Random(index // group)  # one question per group
+        question = (f"<|im_start|>user\nWhat is {rng.randrange(100, 999)} times {rng.randrange(10, 99)}?"
+                    "<|im_end|>\n<|im_start|>assistant\n")
+        prompts.append(ids(system + question))
+        result = random.Random(index).randrange(10**4, 10**5)
+        suffixes.append(ids(f"<|im_end|>\n<|im_start|>user\nTool result: {result}. "
+                            "Now answer with the number only.<|im_end|>\n<|im_start|>assistant\n"))
+    return prompts, suffixes
+
+
+SAMPLERS = {
+    "static": lambda model: StaticBatchSampler(model, max_batch_size=16),
+    "no-cache": lambda model: HFLocalSampler(model, max_batch_size=16, prefix_cache_tokens=0),
+    "cache": lambda model: HFLocalSampler(model, max_batch_size=16),
+}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 8, 16])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, nargs="+", default=[8, 16])
+    parser.add_argument("--group", type=int, default=8, help="sessions per GRPO group (identical first prompt)")
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--prompt", type=int, default=350, help="first-turn prompt length in tokens")
+    parser.add_argument("--repeat", type=int, default=1, help="interleaved runs per sampler; ratios use the best")
+    parser.add_argument("--samplers", nargs="+", choices=list(SAMPLERS), default=["no-cache", "cache"])
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -82,24 +119,34 @@ def main() -> None:
     tokenizer = load_tokenizer(path)
     stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
     model = load_model(path)
-    print(f"threads {torch.get_num_threads()}, first prompt ~{args.prompt} tokens, {args.turns} turns, "
-          f"<= {args.tokens} new tokens per turn, T=1")
-    print(f"{'sessions':>8} {'sampler':>10} {'tokens':>7} {'wall s':>7} {'tok/s':>7} {'turns/s':>8}")
+    print(f"load average {os.getloadavg()[0]:.2f}, threads {torch.get_num_threads()}, {args.turns} turns, "
+          f"<= {args.tokens} new tokens per turn, T=1, groups of {args.group} identical first prompts")
+    print(f"{'sessions':>8} {'sampler':>9} {'prompt':>6} {'tokens':>7} {'prefill':>8} {'wall s':>7} {'tok/s':>7} "
+          f"{'turns/s':>8} {'cpu s':>6} {'load':>5}")
     for sessions in args.sessions:
-        prompts, suffix = _prompts(tokenizer, sessions, args.prompt)
-        rates = {}
-        for name, factory in (("static", StaticBatchSampler), ("continuous", HFLocalSampler)):
-            sampler = factory(model, max_batch_size=16)
-            try:
-                asyncio.run(_workload(sampler, prompts[:1], suffix, 1, 4, stop))  # warm-up
-                tokens, elapsed = asyncio.run(_workload(sampler, prompts, suffix, args.turns, args.tokens, stop))
-            finally:
-                sampler.close()
-            rates[name] = tokens / elapsed
-            print(f"{sessions:>8} {name:>10} {tokens:>7} {elapsed:>7.1f} {tokens / elapsed:>7.1f} "
-                  f"{sessions * args.turns / elapsed:>8.2f}", flush=True)
-        print(f"{sessions:>8} {'ratio':>10} continuous/static tok/s = {rates['continuous'] / rates['static']:.2f}x",
-              flush=True)
+        prompts, suffixes = _prompts(tokenizer, sessions, args.group)
+        best: dict[str, tuple[float, float]] = {}
+        for _ in range(args.repeat):  # interleaved, so a burst of outside load hits every sampler alike
+            for name in args.samplers:
+                sampler = SAMPLERS[name](model)
+                try:
+                    asyncio.run(_workload(sampler, [[5, 6, 7]], [[]], 1, 4, stop))  # warm-up, shares no prefix
+                    fed_before = getattr(sampler, "prefill_tokens", 0)
+                    tokens, elapsed, cpu = asyncio.run(
+                        _workload(sampler, prompts, suffixes, args.turns, args.tokens, stop)
+                    )
+                    fed = sampler.prefill_tokens - fed_before if isinstance(sampler, HFLocalSampler) else "-"
+                finally:
+                    sampler.close()
+                rate = (tokens / elapsed, sessions * args.turns / elapsed)
+                best[name] = max(best.get(name, rate), rate)
+                print(f"{sessions:>8} {name:>9} {len(prompts[0]):>6} {tokens:>7} {fed:>8} {elapsed:>7.1f} "
+                      f"{rate[0]:>7.1f} {rate[1]:>8.2f} {cpu:>6.1f} {os.getloadavg()[0]:>5.2f}", flush=True)
+        base = args.samplers[0]
+        for name in args.samplers[1:]:
+            print(f"{sessions:>8} {'ratio':>9} {name}/{base} (best of {args.repeat}): "
+                  f"tok/s {best[name][0] / best[base][0]:.2f}x, turns/s {best[name][1] / best[base][1]:.2f}x",
+                  flush=True)
 
 
 # ---- baseline: the static-batching HFLocalSampler from git HEAD (before continuous batching) ----

@@ -458,7 +458,7 @@ def test_the_cache_stays_within_its_token_budget(model):
     try:
         for prompt in prompts:  # each leaves 40 + 2 fed tokens behind: two entries fit
             _sample_all(sampler, [(prompt, SamplingParams(max_tokens=3, temperature=0))])
-            sizes.append(sampler.prefix_cache_tokens)
+            sizes.append(sampler.cached_prefix_tokens)
         fed = sampler.prefill_tokens
         _sample_all(sampler, [(prompts[-1] + [7], SamplingParams(max_tokens=1))])  # recent: a hit
         fed_recent = sampler.prefill_tokens - fed
@@ -467,7 +467,7 @@ def test_the_cache_stays_within_its_token_budget(model):
     finally:
         sampler.close()
 
-    assert max(sizes) <= 100 and sampler.prefix_cache_tokens <= 100
+    assert max(sizes) <= 100 and sampler.cached_prefix_tokens <= 100
     assert fed == 5 * 40 and fed_recent == 1 and fed_evicted == 41
 
 
@@ -509,10 +509,10 @@ def test_weight_changes_invalidate_the_cache(tiny_model_dir):
         assert check(model) == len(prompt)
         assert check(model) == 1  # a hit
         sampler.swap_model(other, policy_version=1)
-        assert sampler.prefix_cache_tokens == 0
+        assert sampler.cached_prefix_tokens == 0
         assert check(other) == len(prompt)
         sampler.set_policy_version(2)  # the trainer's path after editing weights in place
-        assert sampler.prefix_cache_tokens == 0
+        assert sampler.cached_prefix_tokens == 0
         assert check(other) == len(prompt)
         with sampler.lock, torch.no_grad():  # an in-place edit nobody announced
             for parameter in other.parameters():

@@ -242,8 +242,8 @@ class HFLocalSampler:
             self._weights_seen = None
 
     @property
-    def prefix_cache_tokens(self) -> int:
-        """Tokens whose KV the prefix cache holds now."""
+    def cached_prefix_tokens(self) -> int:
+        """Tokens whose KV the prefix cache holds now (at most `prefix_cache_tokens`)."""
         return self._prefix_cache.cached_tokens if self._prefix_cache is not None else 0
 
     async def sample(
