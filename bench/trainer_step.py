@@ -5,7 +5,13 @@ prompt 40 + 160 trained tokens, two groups of four), fp32. Each (mode, runner) p
 process so peak RSS (ru_maxrss) belongs to it alone. Best of N after one warm-up step.
 Target: trainer / bare <= 1.3.
 
+Second scenario, `--scenario grpo`: a realistic GRPO batch, 4 groups x 8 samples behind a
+350-token prompt (300-token system prompt + few-shot shared by all, 50-token question per group),
+~60-token completions of which ~27 are trained (tool call, untrained tool output, answer); LoRA,
+`trainer.share_prefix` off vs on, each in its own process.
+
 Run: HF_HUB_OFFLINE=1 python bench/trainer_step.py [--repeats 3] [--modes lora full]
+     HF_HUB_OFFLINE=1 python bench/trainer_step.py --scenario grpo [--repeats 2]
 """
 
 from __future__ import annotations
@@ -114,12 +120,108 @@ def run_one(mode: str, runner: str, repeats: int) -> dict:
     }
 
 
+GRPO_GROUPS, GRPO_SAMPLES, SYSTEM, QUESTION = 4, 8, 300, 50
+
+
+def _grpo_drafts():
+    """Per group: one prompt; per sample: tool call (trained), tool output (not), answer (trained)."""
+    from agentcore_rl_harness.records import Trace
+
+    rng = random.Random(0)
+    tokens = lambda n: [rng.randrange(100, 49000) for _ in range(n)]  # noqa: E731
+    system = tokens(SYSTEM)
+    drafts = []
+    for _ in range(GRPO_GROUPS):
+        prompt = system + tokens(QUESTION)
+        for _ in range(GRPO_SAMPLES):
+            call, output, answer = rng.randint(12, 18), rng.randint(28, 38), rng.randint(9, 15)
+            mask = (1,) * call + (0,) * output + (1,) * answer
+            drafts.append(Trace(
+                token_ids=tuple(prompt + tokens(len(mask))),
+                prompt_length=len(prompt),
+                loss_mask=mask,
+                logprobs=tuple(0.0 if m else None for m in mask),
+                finish_reason="stop",
+                metadata={"policy_versions": [0]},
+            ))
+    return drafts
+
+
+def run_grpo(share: bool, repeats: int) -> dict:
+    from agentcore_rl_harness.models import load_model, prepare_model
+    from agentcore_rl_harness.records import Trace
+    from agentcore_rl_harness.trainers import LocalTrainer, LocalTrainerConfig, TrainGroup, TrainSample
+
+    model = load_model(prepare_model("smollm2-135m-instruct"))
+    trainer = LocalTrainer(model, config=LocalTrainerConfig(device="cpu", share_prefix=share))
+    drafts = _grpo_drafts()
+    started = time.perf_counter()
+    recomputed = trainer.compute_logprobs(drafts)
+    logprob_s = time.perf_counter() - started
+    traces = [
+        Trace(t.token_ids, t.prompt_length, t.loss_mask, tuple(lp), t.finish_reason, t.metadata)
+        for t, lp in zip(drafts, recomputed)
+    ]
+    groups = [
+        TrainGroup(f"g{g}", tuple(
+            TrainSample(f"g{g}/{i}", float(i % 2), (traces[g * GRPO_SAMPLES + i],)) for i in range(GRPO_SAMPLES)
+        ))
+        for g in range(GRPO_GROUPS)
+    ]
+    times, losses = [], []
+    for _ in range(repeats + 1):
+        metrics = trainer.step_sync(groups)
+        times.append(metrics.wall_time_s)
+        losses.append(metrics.loss)
+    return {
+        "share_prefix": share,
+        "step_s": min(times[1:]) if repeats else times[0],
+        "steps_s": times,
+        "losses": losses,
+        "grad_norm": metrics.grad_norm,
+        "compute_logprobs_s": logprob_s,
+        "tokens": sum(len(t.token_ids) for t in traces),
+        "trained_tokens": metrics.trained_tokens,
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
+    }
+
+
+def main_grpo(repeats: int) -> None:
+    rows = {}
+    for share in (False, True):
+        started_load = os.getloadavg()[0]
+        out = subprocess.run(
+            [sys.executable, __file__, "--scenario", "grpo", "--one-share", str(int(share)), "--repeats", str(repeats)],
+            capture_output=True, text=True, check=True,
+        )
+        rows[share] = json.loads(out.stdout.strip().splitlines()[-1])
+        rows[share]["load_before"] = started_load
+        print(f"share_prefix={share}: {rows[share]}", file=sys.stderr, flush=True)
+    off, on = rows[False], rows[True]
+    print(f"SmolLM2-135M fp32 LoRA, GRPO {GRPO_GROUPS} groups x {GRPO_SAMPLES}: {off['tokens']} tokens, "
+          f"{off['trained_tokens']} trained; torch threads {__import__('torch').get_num_threads()}; "
+          f"warm-up + best of {repeats}")
+    print(f"{'share_prefix':12} {'step s':>8} {'peak RSS GB':>12} {'loss':>10} {'load':>6}")
+    for share, row in rows.items():
+        print(f"{str(share):12} {row['step_s']:8.2f} {row['peak_rss_gb']:12.2f} {row['losses'][0]:10.6f} "
+              f"{row['load_before']:6.2f}")
+    print(f"speed-up off / on = {off['step_s'] / on['step_s']:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3, help="best of N (the CPU may be shared)")
     parser.add_argument("--modes", nargs="+", default=["lora", "full"], choices=["lora", "full"])
+    parser.add_argument("--scenario", choices=["bare", "grpo"], default="bare")
     parser.add_argument("--one", nargs=2, metavar=("MODE", "RUNNER"), help=argparse.SUPPRESS)
+    parser.add_argument("--one-share", type=int, choices=[0, 1], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.scenario == "grpo":
+        if args.one_share is not None:
+            print(json.dumps(run_grpo(bool(args.one_share), args.repeats)))
+        else:
+            main_grpo(args.repeats)
+        return
     if args.one:
         print(json.dumps(run_one(args.one[0], args.one[1], args.repeats)))
         return

@@ -1,4 +1,10 @@
-"""The `local` runtime runs real BedrockAgentCoreApp agents, one process per session."""
+"""The `local` runtime runs real BedrockAgentCoreApp agents, one process per session.
+
+Isolation and failure handling are tested under both start methods (`fork`: forked from a
+per-agent zygote; `spawn`: a fresh interpreter per session); result parsing, which does not
+depend on how the process started, under the default only. `test_zygote.py` covers what is
+specific to `fork`.
+"""
 
 from __future__ import annotations
 
@@ -43,21 +49,43 @@ async def wait_for_file(path: Path, timeout_s: float = 10.0) -> dict:
     raise AssertionError(f"{path} was not written within {timeout_s}s")
 
 
+both_start_methods = pytest.mark.parametrize("start_method", ["fork", "spawn"])
+
+
+@pytest.fixture
+def start_method() -> str:
+    return "fork"
+
+
 @pytest_asyncio.fixture
-async def runtime():
-    rt = LocalRuntime(concurrency=4, startup_timeout_s=20, kill_grace_s=0.5)
+async def runtime(start_method):
+    rt = LocalRuntime(
+        concurrency=4, startup_timeout_s=20, kill_grace_s=0.5, start_method=start_method
+    )
     yield rt
     await rt.aclose()
+
+
+async def test_fork_is_the_default_start_method():
+    assert LocalRuntime().start_method == "fork"
+
+
+async def test_unknown_start_method_is_refused():
+    with pytest.raises(ValueError, match="'forkserver'"):
+        LocalRuntime(start_method="forkserver")
 
 
 async def test_is_an_agent_runtime(runtime):
     assert isinstance(runtime, AgentRuntime)
 
 
-async def test_echo_agent_answers_in_an_isolated_process(runtime, monkeypatch):
+@both_start_methods
+async def test_echo_agent_answers_in_an_isolated_process(start_method, monkeypatch):
     monkeypatch.setenv("ARL_TEST_SECRET", "s3cret")
     monkeypatch.setenv("ARL_TEST_PASSED", "yes")
-    rt = LocalRuntime(env_passthrough=("ARL_TEST_PASSED",), kill_grace_s=0.5)
+    rt = LocalRuntime(
+        env_passthrough=("ARL_TEST_PASSED",), kill_grace_s=0.5, start_method=start_method
+    )
     try:
         outcome = await rt.run_session(
             agent=agent("echo_agent.py"),
@@ -83,8 +111,9 @@ async def test_echo_agent_answers_in_an_isolated_process(runtime, monkeypatch):
     assert not alive(result["pid"])
 
 
-async def test_base_dir_holds_session_directories(tmp_path):
-    rt = LocalRuntime(base_dir=tmp_path / "sessions", kill_grace_s=0.5)
+@both_start_methods
+async def test_base_dir_holds_session_directories(tmp_path, start_method):
+    rt = LocalRuntime(base_dir=tmp_path / "sessions", kill_grace_s=0.5, start_method=start_method)
     outcome = await rt.run_session(
         agent=agent("echo_agent.py"), session_id="s", payload={}, timeout_s=20
     )
@@ -128,6 +157,7 @@ async def test_agent_raising_mid_stream_is_an_agent_error(runtime):
     assert "RuntimeError: stream broke" in outcome.error
 
 
+@both_start_methods
 async def test_agent_process_exiting_mid_request_reports_exit_code_and_stderr(runtime):
     outcome = await runtime.run_session(
         agent=agent("exiting_agent.py"), session_id="s", payload={}, timeout_s=20
@@ -137,6 +167,7 @@ async def test_agent_process_exiting_mid_request_reports_exit_code_and_stderr(ru
     assert "about to crash" in outcome.error
 
 
+@both_start_methods
 async def test_chatty_agent_does_not_block_on_stdout(runtime):
     outcome = await runtime.run_session(
         agent=agent("chatty_agent.py"), session_id="s", payload={}, timeout_s=20
@@ -144,6 +175,7 @@ async def test_chatty_agent_does_not_block_on_stdout(runtime):
     assert outcome.status is Status.COMPLETED, outcome.error
 
 
+@both_start_methods
 async def test_hanging_agent_times_out_and_its_process_group_is_killed(runtime, tmp_path):
     pid_file = tmp_path / "pids.json"
     started = time.monotonic()
@@ -162,10 +194,11 @@ async def test_hanging_agent_times_out_and_its_process_group_is_killed(runtime, 
     assert runtime.live_sessions == 0
 
 
-async def test_slow_startup_is_a_timeout(tmp_path):
+@both_start_methods
+async def test_slow_startup_is_a_timeout(tmp_path, start_method):
     slow = tmp_path / "slow_import.py"
     slow.write_text("import time\ntime.sleep(30)\n")
-    rt = LocalRuntime(startup_timeout_s=0.5, kill_grace_s=0.5)
+    rt = LocalRuntime(startup_timeout_s=0.5, kill_grace_s=0.5, start_method=start_method)
     outcome = await rt.run_session(
         agent=AgentRef("t", str(slow)), session_id="s", payload={}, timeout_s=20
     )
@@ -174,6 +207,7 @@ async def test_slow_startup_is_a_timeout(tmp_path):
     assert "startup_timeout_s=0.5s" in outcome.error
 
 
+@both_start_methods
 @pytest.mark.parametrize(
     "source, expected",
     [
@@ -229,8 +263,9 @@ async def test_module_colon_app_form_imports_from_the_working_directory(
     assert outcome.result == {"output": 5}
 
 
-async def test_concurrency_bounds_live_sessions():
-    rt = LocalRuntime(concurrency=2, kill_grace_s=0.5)
+@both_start_methods
+async def test_concurrency_bounds_live_sessions(start_method):
+    rt = LocalRuntime(concurrency=2, kill_grace_s=0.5, start_method=start_method)
     outcomes = await asyncio.gather(
         *(
             rt.run_session(
@@ -247,6 +282,7 @@ async def test_concurrency_bounds_live_sessions():
     assert max_live == 2
 
 
+@both_start_methods
 async def test_cancelling_a_session_kills_its_process(runtime, tmp_path):
     pid_file = tmp_path / "pids.json"
     task = asyncio.create_task(
@@ -266,8 +302,9 @@ async def test_cancelling_a_session_kills_its_process(runtime, tmp_path):
     assert runtime.live_sessions == 0
 
 
-async def test_aclose_kills_live_sessions_and_refuses_new_ones(tmp_path):
-    rt = LocalRuntime(kill_grace_s=0.5)
+@both_start_methods
+async def test_aclose_kills_live_sessions_and_refuses_new_ones(tmp_path, start_method):
+    rt = LocalRuntime(kill_grace_s=0.5, start_method=start_method)
     pid_file = tmp_path / "pids.json"
     task = asyncio.create_task(
         rt.run_session(
@@ -284,8 +321,13 @@ async def test_aclose_kills_live_sessions_and_refuses_new_ones(tmp_path):
         await rt.run_session(agent=agent("echo_agent.py"), session_id="s", payload={}, timeout_s=5)
 
 
-async def test_unusable_python_is_an_infrastructure_error(tmp_path):
-    rt = LocalRuntime(python=str(tmp_path / "no-python"), base_dir=tmp_path / "sessions")
+@both_start_methods
+async def test_unusable_python_is_an_infrastructure_error(tmp_path, start_method):
+    rt = LocalRuntime(
+        python=str(tmp_path / "no-python"),
+        base_dir=tmp_path / "sessions",
+        start_method=start_method,
+    )
     with pytest.raises(RuntimeStartError, match="no-python"):
         await rt.run_session(agent=agent("echo_agent.py"), session_id="s", payload={}, timeout_s=5)
     assert list((tmp_path / "sessions").iterdir()) == []
@@ -304,25 +346,30 @@ async def test_child_server_runs_as_a_module(tmp_path):
     assert json.loads(proc.stdout) == {"error": f"agent file not found: {tmp_path / 'missing.py'}"}
 
 
-def test_agent_processes_die_with_a_killed_harness(tmp_path):
-    """SIGKILL the harness process mid-session: its agent process group goes away by itself."""
+@both_start_methods
+@pytest.mark.filterwarnings("ignore:The test .* is marked with '@pytest.mark.asyncio'")
+def test_agent_processes_die_with_a_killed_harness(tmp_path, start_method):
+    """SIGKILL the harness process mid-session: its agent processes (and zygote) go away."""
     import signal
     import subprocess
     import sys
     import textwrap
     import time
 
+    pid_file = tmp_path / "pid"
     agent = tmp_path / "sleepy.py"
-    agent.write_text(textwrap.dedent("""
+    agent.write_text(textwrap.dedent(f"""
+        import os
         import time
         from bedrock_agentcore import BedrockAgentCoreApp
         app = BedrockAgentCoreApp()
 
         @app.entrypoint
         def invoke(payload):
+            with open({str(pid_file)!r}, "w") as pid_file:
+                pid_file.write(str(os.getpid()))
             time.sleep(600)
     """))
-    pid_file = tmp_path / "pid"
     driver = tmp_path / "driver.py"
     driver.write_text(textwrap.dedent(f"""
         import asyncio
@@ -330,7 +377,7 @@ def test_agent_processes_die_with_a_killed_harness(tmp_path):
         from agentcore_rl_harness.runtimes.local import LocalRuntime
 
         async def main():
-            runtime = LocalRuntime(concurrency=1)
+            runtime = LocalRuntime(concurrency=1, start_method={start_method!r})
             await runtime.run_session(agent=AgentRef(task="t", agent={str(agent)!r}),
                                       session_id="s" * 40, payload={{}}, timeout_s=600)
 
@@ -339,13 +386,12 @@ def test_agent_processes_die_with_a_killed_harness(tmp_path):
     harness = subprocess.Popen([sys.executable, str(driver)])
     try:
         deadline = time.monotonic() + 30
-        children = []
-        while time.monotonic() < deadline and not children:
-            out = subprocess.run(["pgrep", "-f", str(agent)], capture_output=True, text=True)
-            children = [int(pid) for pid in out.stdout.split()]
-            time.sleep(0.2)
-        assert children, "the agent process never started"
-        time.sleep(1.0)  # let it reach the handler
+        while time.monotonic() < deadline and not (pid_file.exists() and pid_file.read_text()):
+            time.sleep(0.1)
+        assert pid_file.exists(), "the agent never reached its handler"
+        out = subprocess.run(["pgrep", "-f", str(agent)], capture_output=True, text=True)
+        expected = 2 if start_method == "fork" else 1  # the zygote and its forked child
+        assert len(out.stdout.split()) == expected, out.stdout
     finally:
         harness.send_signal(signal.SIGKILL)
         harness.wait()

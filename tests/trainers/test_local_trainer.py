@@ -281,6 +281,7 @@ def test_full_finetuning_with_kl_keeps_a_frozen_reference(model, sampler, tmp_pa
         ({"micro_batch_tokens": 0}, "trainer.micro_batch_tokens"),
         ({"autocast_dtype": "int8"}, "trainer.autocast_dtype"),
         ({"lr": 0.0}, "trainer.lr"),
+        ({"share_prefix_min_tokens": 0}, "trainer.share_prefix_min_tokens"),
     ],
 )
 def test_bad_trainer_config_names_the_key(changes, match):

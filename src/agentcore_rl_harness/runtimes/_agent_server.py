@@ -86,13 +86,19 @@ def load_app(spec: str) -> Any:
     )
 
 
+def load_error_message(exc: BaseException) -> str:
+    """Print the traceback of a failed `load_app` to stderr; return the one-line reason."""
+    traceback.print_exc()
+    return str(exc) if isinstance(exc, AgentLoadError) else f"{type(exc).__name__}: {exc}"
+
+
 def _announce(ready_fd: int, message: dict[str, Any]) -> None:
     with os.fdopen(ready_fd, "w", encoding="utf-8") as ready:
         ready.write(json.dumps(message) + "\n")
 
 
-def _exit_with_parent(parent_pid: int, interval_s: float = 0.5) -> None:
-    """Kill this session's process group once the harness process is gone (even by SIGKILL)."""
+def exit_with_parent(parent_pid: int, interval_s: float = 0.5) -> None:
+    """Kill this session's process group once `parent_pid` is gone (even by SIGKILL)."""
 
     def watch() -> None:
         while os.getppid() == parent_pid:
@@ -102,13 +108,39 @@ def _exit_with_parent(parent_pid: int, interval_s: float = 0.5) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+def bind_loopback() -> socket.socket:
+    """A listening 127.0.0.1 socket on a free port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # else ~40 ms per response
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
+
+def server_config(app: Any) -> Any:
+    """The uvicorn config every session serves with (loaded: protocol modules imported)."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="auto", timeout_graceful_shutdown=1
+    )
+    config.load()
+    return config
+
+
+def serve(config: Any, sock: socket.socket) -> None:
+    import uvicorn
+
+    uvicorn.Server(config).run(sockets=[sock])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", required=True, help="path/to/agent.py[:attr] or module:attr")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when it exits")
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
-        _exit_with_parent(args.parent_pid)
+        exit_with_parent(args.parent_pid)
 
     # Keep the original stdout for the one ready line; route all other output to stderr.
     sys.stdout.flush()
@@ -118,23 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app = load_app(args.agent)
     except BaseException as exc:  # the agent's own code: report any failure, including SystemExit
-        traceback.print_exc()
-        message = str(exc) if isinstance(exc, AgentLoadError) else f"{type(exc).__name__}: {exc}"
-        _announce(ready_fd, {"error": message})
+        _announce(ready_fd, {"error": load_error_message(exc)})
         return LOAD_FAILED_EXIT_CODE
 
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # else ~40 ms per response
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
+    config = server_config(app)
+    sock = bind_loopback()
     _announce(ready_fd, {"port": sock.getsockname()[1], "pid": os.getpid()})
-
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="auto", timeout_graceful_shutdown=1
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    serve(config, sock)
     return 0
 
 

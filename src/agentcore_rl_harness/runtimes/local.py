@@ -1,9 +1,18 @@
 """The `local` runtime: one isolated OS process per agent session, speaking the ACR HTTP contract.
 
 Each session gets a fresh temporary working directory (also its HOME and TMPDIR), a scrubbed
-environment, and its own process group; the child (`_agent_server.py`) serves the agent's
-BedrockAgentCoreApp on a loopback port. Whatever happens - success, agent crash, timeout,
-cancellation - the whole process group is killed and the directory removed.
+environment, and its own process group; that process serves the agent's BedrockAgentCoreApp on a
+loopback port. Whatever happens - success, agent crash, timeout, cancellation - the whole
+process group is killed and the directory removed.
+
+Start methods: `spawn` runs a fresh interpreter per session (`_agent_server.py`), which imports
+bedrock_agentcore, openai and the agent every time (about a CPU-second). `fork` (the default)
+imports them once per agent spec in a zygote process (`_zygote.py`, started by the first session
+of that spec) and forks it per session; the child then isolates itself as above and re-seeds
+`random` (and numpy's global RNG). The difference an agent can see: its module-level code runs
+once, in the zygote (cwd: a private temp dir, not the session's), and every session starts from
+a copy-on-write copy of that module state - gunicorn's `--preload` semantics. Agents that start
+threads at import time should use `spawn`.
 
 Results: a JSON body is the result (a non-dict value becomes `{"output": value}`). A streaming
 body (`data: <json>` lines, what BedrockAgentCoreApp sends for generator handlers) yields its
@@ -33,6 +42,7 @@ import httpx
 
 from ..errors import RuntimeStartError
 from ..records import SessionOutcome, Status
+from ._zygote_pool import ForkedChild, ZygoteFailed, ZygotePool, read_tail
 from .base import AgentRef
 
 logger = logging.getLogger(__name__)
@@ -42,6 +52,8 @@ _SERVER_SCRIPT = Path(__file__).with_name("_agent_server.py")
 _HARNESS_SRC = Path(__file__).resolve().parents[2]
 _STDERR_TAIL_BYTES = 2048
 _EXIT_WAIT_S = 1.0
+_REAP_WAIT_S = 5.0
+START_METHODS = ("fork", "spawn")
 _STREAM_ERROR_MESSAGE = "An error occurred during streaming"
 
 
@@ -54,10 +66,46 @@ class _AgentFailed(Exception):
         self.error = error
 
 
+class _SpawnedChild:
+    """A session process started by `spawn`, with the same face as `ForkedChild`."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.pid: int | None = process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    @property
+    def exited(self) -> bool:
+        return self.process.returncode is not None
+
+    async def read_ready(self) -> bytes:
+        assert self.process.stdout is not None
+        return await self.process.stdout.readline()
+
+    async def wait(self) -> int | None:
+        return await self.process.wait()
+
+    def exit_state(self) -> str:
+        code = self.process.returncode
+        return f"exit code {code}" if code is not None else "process still running"
+
+    def send_signal(self, sig: signal.Signals) -> None:
+        _killpg(self.process.pid, sig)
+
+    def close(self) -> None:
+        """Nothing to release: `wait()` reaped the process."""
+
+
+_Child = _SpawnedChild | ForkedChild
+
+
 @dataclass
 class _Session:
     workdir: Path
-    process: asyncio.subprocess.Process | None = None
+    child: _Child | None = None
 
     @property
     def stderr_path(self) -> Path:
@@ -76,19 +124,41 @@ class LocalRuntime:
         env_passthrough: tuple[str, ...] | list[str] = (),
         base_dir: str | os.PathLike[str] | None = None,
         kill_grace_s: float = 2.0,
+        start_method: str = "fork",
     ) -> None:
-        """`base_dir` is where session directories are created (default: the system temp dir)."""
+        """`base_dir` is where session directories are created (default: the system temp dir).
+
+        `start_method`: "fork" (sessions are forked from a per-agent zygote that imported the
+        agent once) or "spawn" (a fresh interpreter per session); see the module docstring.
+        """
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        if start_method not in START_METHODS:
+            raise ValueError(
+                f"start_method must be one of {', '.join(START_METHODS)}, got {start_method!r}"
+            )
+        if start_method == "fork" and not hasattr(os, "fork"):
+            raise ValueError("start_method='fork' needs os.fork (POSIX); use start_method='spawn'")
         self.concurrency = concurrency
         self.startup_timeout_s = startup_timeout_s
         self.python = python
         self.env_passthrough = tuple(env_passthrough)
         self.base_dir = Path(base_dir) if base_dir is not None else None
         self.kill_grace_s = kill_grace_s
+        self.start_method = start_method
         self._slots = asyncio.Semaphore(concurrency)
-        self._live: set[asyncio.subprocess.Process] = set()
+        self._live: set[_Child] = set()
         self._closed = False
+        self._zygotes = (
+            ZygotePool(
+                python=python,
+                startup_timeout_s=startup_timeout_s,
+                kill_grace_s=kill_grace_s,
+                environment=self._environment,
+            )
+            if start_method == "fork"
+            else None
+        )
 
     async def run_session(
         self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float
@@ -114,9 +184,11 @@ class LocalRuntime:
             )
 
     async def aclose(self) -> None:
-        """Kill every live session process; later `run_session` calls raise."""
+        """Kill every live session process and zygote; later `run_session` calls raise."""
         self._closed = True
-        await asyncio.gather(*(self._terminate(p) for p in list(self._live)))
+        await asyncio.gather(*(self._terminate(child) for child in list(self._live)))
+        if self._zygotes is not None:
+            await self._zygotes.aclose()
 
     @property
     def live_sessions(self) -> int:
@@ -145,14 +217,15 @@ class LocalRuntime:
         finally:
             await self._cleanup(session)
 
-    def _environment(self, session: _Session, import_root: str) -> dict[str, str]:
-        tmp = session.workdir / "tmp"
+    def _environment(self, home: Path, import_root: str) -> dict[str, str]:
+        """The scrubbed environment of a process living in `home` (its HOME; TMPDIR inside)."""
+        tmp = home / "tmp"
         tmp.mkdir()
         import_roots = [import_root, str(_HARNESS_SRC)]
         import_roots.extend(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
         env = {
             "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": str(session.workdir),
+            "HOME": str(home),
             "TMPDIR": str(tmp),
             "LANG": os.environ.get("LANG", "C.UTF-8"),
             "PYTHONPATH": os.pathsep.join(dict.fromkeys(import_roots)),
@@ -166,10 +239,36 @@ class LocalRuntime:
         return env
 
     async def _start(self, session: _Session, spec: str, import_root: str) -> int:
-        env = self._environment(session, import_root)
+        env = self._environment(session.workdir, import_root)
+        try:
+            async with asyncio.timeout(self.startup_timeout_s):
+                session.child = await self._launch(session, spec, import_root, env)
+                self._live.add(session.child)
+                port = await self._read_port(session, spec)
+                await self._wait_healthy(session, port, spec)
+        except TimeoutError:
+            raise _AgentFailed(
+                Status.TIMEOUT,
+                f"agent {spec} did not become ready within startup_timeout_s="
+                f"{self.startup_timeout_s:g}s" + _stderr_section(session),
+            ) from None
+        return port
+
+    async def _launch(
+        self, session: _Session, spec: str, import_root: str, env: dict[str, str]
+    ) -> _Child:
+        if self._zygotes is not None:
+            try:
+                return await self._zygotes.fork(
+                    spec=spec, import_root=import_root, workdir=session.workdir, env=env
+                )
+            except ZygoteFailed as failure:
+                raise _AgentFailed(
+                    failure.status, failure.error + _section(failure.stderr_tail)
+                ) from None
         with open(session.stderr_path, "wb") as stderr_file:
             try:
-                session.process = await asyncio.create_subprocess_exec(
+                process = await asyncio.create_subprocess_exec(
                     self.python,
                     "-u",
                     str(_SERVER_SCRIPT),
@@ -189,25 +288,11 @@ class LocalRuntime:
                     f"cannot start the agent process with python {self.python!r}: {exc}; "
                     "set the local runtime's `python` to a working interpreter"
                 ) from exc
-        process = session.process
-        self._live.add(process)
-
-        try:
-            async with asyncio.timeout(self.startup_timeout_s):
-                port = await self._read_port(session, spec)
-                await self._wait_healthy(session, port, spec)
-        except TimeoutError:
-            raise _AgentFailed(
-                Status.TIMEOUT,
-                f"agent {spec} did not become ready within startup_timeout_s="
-                f"{self.startup_timeout_s:g}s" + _stderr_section(session),
-            ) from None
-        return port
+        return _SpawnedChild(process)
 
     async def _read_port(self, session: _Session, spec: str) -> int:
-        process = session.process
-        assert process is not None and process.stdout is not None
-        line = await process.stdout.readline()
+        assert session.child is not None
+        line = await session.child.read_ready()
         if not line:
             raise await self._exited(session, f"agent {spec} exited before it was ready")
         try:
@@ -221,10 +306,10 @@ class LocalRuntime:
         return int(ready["port"])
 
     async def _wait_healthy(self, session: _Session, port: int, spec: str) -> None:
-        assert session.process is not None
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+        assert session.child is not None
+        async with _loopback_client(port) as client:
             while True:
-                if session.process.returncode is not None:
+                if session.child.exited:
                     raise await self._exited(session, f"agent {spec} exited before it was ready")
                 try:
                     response = await client.get("/ping")
@@ -237,8 +322,8 @@ class LocalRuntime:
     async def _invoke(
         self, session: _Session, port: int, session_id: str, payload: dict[str, Any]
     ) -> dict[str, Any]:
-        timeout = httpx.Timeout(None)  # the session deadline (asyncio.timeout_at) governs
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=timeout) as c:
+        # No per-request timeout: the session deadline (asyncio.timeout_at) governs.
+        async with _loopback_client(port, timeout=None) as c:
             try:
                 response = await c.post(
                     "/invocations", json=payload, headers={SESSION_HEADER: session_id}
@@ -257,41 +342,46 @@ class LocalRuntime:
 
     async def _exited(self, session: _Session, what: str) -> _AgentFailed:
         """The failure for a child that is gone (or going): exit code plus the stderr tail."""
-        process = session.process
-        assert process is not None
+        child = session.child
+        assert child is not None
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_EXIT_WAIT_S):
-                await process.wait()
-        code = process.returncode
-        state = f"exit code {code}" if code is not None else "process still running"
-        return _AgentFailed(Status.AGENT_ERROR, f"{what}; {state}" + _stderr_section(session))
+                await child.wait()
+        return _AgentFailed(
+            Status.AGENT_ERROR, f"{what}; {child.exit_state()}" + _stderr_section(session)
+        )
 
     # -- cleanup ------------------------------------------------------------------------------
 
     async def _cleanup(self, session: _Session) -> None:
         try:
-            if session.process is not None:
+            if session.child is not None:
                 try:
-                    await self._terminate(session.process)
+                    await self._terminate(session.child)
                 except asyncio.CancelledError:
-                    _killpg(session.process.pid, signal.SIGKILL)
+                    session.child.send_signal(signal.SIGKILL)
                     raise
         finally:
             shutil.rmtree(session.workdir, onerror=_log_rmtree_error)
 
-    async def _terminate(self, process: asyncio.subprocess.Process) -> None:
+    async def _terminate(self, child: _Child) -> None:
         """SIGTERM the session's process group, SIGKILL it after the grace period."""
         try:
-            _killpg(process.pid, signal.SIGTERM)
+            child.send_signal(signal.SIGTERM)
             try:
                 async with asyncio.timeout(self.kill_grace_s):
-                    await process.wait()
+                    await child.wait()
             except TimeoutError:
-                logger.warning("agent pid %d ignored SIGTERM; killing it", process.pid)
-            _killpg(process.pid, signal.SIGKILL)  # also reaps grandchildren left in the group
-            await process.wait()
+                logger.warning("agent pid %s ignored SIGTERM; killing it", child.pid)
+            child.send_signal(signal.SIGKILL)  # also reaps grandchildren left in the group
+            try:
+                async with asyncio.timeout(_REAP_WAIT_S):
+                    await child.wait()
+            except TimeoutError:
+                logger.warning("agent pid %s did not exit after SIGKILL", child.pid)
         finally:
-            self._live.discard(process)
+            child.close()
+            self._live.discard(child)
 
 
 def _resolve_agent(agent: AgentRef) -> tuple[str, str]:
@@ -312,6 +402,17 @@ def _resolve_agent(agent: AgentRef) -> tuple[str, str]:
     return agent.agent, os.getcwd()
 
 
+def _loopback_client(port: int, timeout: float | None = 5.0) -> httpx.AsyncClient:
+    """A plain-HTTP client for the agent's port: no proxies from the environment, and no TLS
+    context (building one loads the CA bundle, ~50 ms of CPU per client)."""
+    return httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}",
+        transport=httpx.AsyncHTTPTransport(verify=False),
+        trust_env=False,
+        timeout=timeout,
+    )
+
+
 def _killpg(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -321,20 +422,14 @@ def _log_rmtree_error(function: Any, path: str, exc_info: Any) -> None:
     logger.warning("could not remove session file %s: %s", path, exc_info[1])
 
 
-def _stderr_tail(session: _Session) -> str:
-    try:
-        with open(session.stderr_path, "rb") as stderr_file:
-            stderr_file.seek(0, os.SEEK_END)
-            size = stderr_file.tell()
-            stderr_file.seek(max(0, size - _STDERR_TAIL_BYTES))
-            return stderr_file.read().decode("utf-8", errors="replace").strip()
-    except FileNotFoundError:
+def _section(stderr_tail: str) -> str:
+    if not stderr_tail:
         return ""
+    return f"\n--- agent stderr (last {_STDERR_TAIL_BYTES} bytes) ---\n{stderr_tail}"
 
 
 def _stderr_section(session: _Session) -> str:
-    tail = _stderr_tail(session)
-    return f"\n--- agent stderr (last {_STDERR_TAIL_BYTES} bytes) ---\n{tail}" if tail else ""
+    return _section(read_tail(session.stderr_path, _STDERR_TAIL_BYTES))
 
 
 def _error_text(response: httpx.Response) -> str:

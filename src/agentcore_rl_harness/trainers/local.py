@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError
 from ..records import Trace
-from . import checkpoint
+from . import _prefix, checkpoint
 from .base import StepMetrics, TrainGroup
 from .grpo import BatchItem, GRPOConfig, build_batch, policy_loss
 
@@ -64,6 +64,11 @@ class LocalTrainerConfig:
     """"bfloat16" / "float16" runs forward passes under autocast (logprobs still fp32)."""
     seed: int = 0
     """Seeds the LoRA initialisation."""
+    share_prefix: bool = True
+    """Run a token prefix shared by several traces (a GRPO group's prompt, a common system prompt)
+    once per micro-batch and only the suffixes per trace; same loss and gradients, far fewer tokens."""
+    share_prefix_min_tokens: int = 32
+    """Shortest common run worth its own forward pass when sharing prefixes."""
 
     def __post_init__(self) -> None:
         if self.finetune not in FINETUNE_MODES:
@@ -75,6 +80,8 @@ class LocalTrainerConfig:
             raise ConfigError(f"trainer.lr={self.lr} must be > 0")
         if self.temperature < 0:
             raise ConfigError(f"trainer.temperature={self.temperature} must be >= 0")
+        if self.share_prefix_min_tokens < 1:
+            raise ConfigError(f"trainer.share_prefix_min_tokens={self.share_prefix_min_tokens} must be >= 1")
         for key in ("micro_batch_tokens", "micro_batch_size"):
             value = getattr(self, key)
             if value is not None and value < 1:
@@ -142,6 +149,10 @@ class LocalTrainer:
             if self.algo.kl_coef > 0:
                 self._reference = copy.deepcopy(model).eval().requires_grad_(False)
         self.model.eval()
+        parts = self._decoder_and_head(self.policy_model)
+        self._share_prefix = bool(
+            self.config.share_prefix and parts is not None and _prefix.supports_sharing(self.policy_model, parts[0])
+        )
         self._parameters = [p for p in self.model.parameters() if p.requires_grad]
         self._names = [n for n, p in self.model.named_parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
@@ -281,14 +292,24 @@ class LocalTrainer:
         return results
 
     def _micro_batches(self, items: list[BatchItem]) -> Iterator[list[BatchItem]]:
-        """Longest first; a micro-batch grows while its padded size fits the budgets."""
-        ordered = sorted(items, key=lambda item: len(item.token_ids), reverse=True)
+        """A micro-batch grows while its padded size fits the budgets.
+
+        Unshared: longest first, size = traces x longest. Shared: in token order, so traces with a
+        common prefix are neighbours, and a shared prefix counts once (`_prefix.tree_tokens`).
+        """
+        if self._share_prefix:
+            ordered = sorted(items, key=lambda item: item.token_ids)
+        else:
+            ordered = sorted(items, key=lambda item: len(item.token_ids), reverse=True)
         budget = self.config.micro_batch_tokens
         size = self.config.micro_batch_size
         batch: list[BatchItem] = []
         for item in ordered:
-            width = len(batch[0].token_ids) if batch else len(item.token_ids)
-            fits_tokens = budget is None or (len(batch) + 1) * width <= budget
+            if self._share_prefix:
+                padded = _prefix.tree_tokens(self._prefix_tree(batch + [item]), [len(i.token_ids) for i in batch + [item]])
+            else:
+                padded = (len(batch) + 1) * (len(batch[0].token_ids) if batch else len(item.token_ids))
+            fits_tokens = budget is None or padded <= budget
             fits_size = size is None or len(batch) < size
             if batch and not (fits_tokens and fits_size):
                 yield batch
@@ -325,7 +346,18 @@ class LocalTrainer:
                     targets.append(item.token_ids[item.prompt_length + column])
         device = self.device
         as_long = lambda values: torch.tensor(values, dtype=torch.long, device=device)  # noqa: E731
+        shared = {}
+        if self._share_prefix:
+            shared = {
+                "prefix_tree": self._prefix_tree(items),
+                "sequences": [item.token_ids for item in items],
+                "trained_positions": [
+                    [item.prompt_length + column - 1 for column, trained in enumerate(item.loss_mask) if trained]
+                    for item in items
+                ],
+            }
         return {
+            **shared,
             "input_ids": input_ids.to(device),
             "attention_mask": attention_mask.to(device),
             "mask": mask.to(device),
@@ -345,15 +377,23 @@ class LocalTrainer:
         """
         torch, _ = _import_torch()
         rows, positions = tensors["rows"], tensors["positions"]
-        decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
-        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-        softcap = getattr(model.config, "final_logit_softcapping", None)
-        if decoder is not None and head is not None and decoder is not model and not softcap:
-            hidden = decoder(
-                input_ids=tensors["input_ids"], attention_mask=tensors["attention_mask"]
-            ).last_hidden_state
+        parts = self._decoder_and_head(model)
+        if parts is not None:
+            decoder, head = parts
+            if "prefix_tree" in tensors:
+                trained = _prefix.trained_hidden_states(
+                    decoder,
+                    tensors["prefix_tree"],
+                    tensors["sequences"],
+                    tensors["trained_positions"],
+                    device=self.device,
+                )
+            else:
+                trained = decoder(
+                    input_ids=tensors["input_ids"], attention_mask=tensors["attention_mask"]
+                ).last_hidden_state[rows, positions]
             with torch.autocast(self.device.type, enabled=False):
-                logits = head(hidden[rows, positions].float())
+                logits = head(trained.float())
         else:
             logits = model(
                 input_ids=tensors["input_ids"], attention_mask=tensors["attention_mask"]
@@ -363,6 +403,23 @@ class LocalTrainer:
         selected = token_logprobs.gather(-1, tensors["targets"].unsqueeze(-1)).squeeze(-1)
         out = torch.zeros(tensors["mask"].shape, dtype=torch.float32, device=self.device)
         return out.index_put((rows, tensors["columns"]), selected)
+
+    def _prefix_tree(self, items: list[BatchItem]) -> _prefix.PrefixNode:
+        return _prefix.build_tree(
+            [item.token_ids for item in items],
+            [_prefix.shareable_length(item.token_ids, item.prompt_length, item.loss_mask) for item in items],
+            min_tokens=self.config.share_prefix_min_tokens,
+        )
+
+    @staticmethod
+    def _decoder_and_head(model: Any) -> tuple[Any, Any] | None:
+        """The decoder and LM head when logits can be taken from chosen hidden states only."""
+        decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        softcap = getattr(model.config, "final_logit_softcapping", None)
+        if decoder is None or head is None or decoder is model or softcap:
+            return None
+        return decoder, head
 
     @contextlib.contextmanager
     def _reference_policy(self) -> Iterator[Any]:

@@ -16,4 +16,5 @@ def invoke(payload, context):
         "home": os.environ.get("HOME"),
         "env": sorted(os.environ),
         "pid": os.getpid(),
+        "ppid": os.getppid(),
     }
