@@ -36,6 +36,7 @@ class SamplerConfig:
 @dataclass(frozen=True)
 class RuntimeConfig:
     kind: str = "local"
+    start_method: str = "fork"  # fork: sessions fork from a pre-imported zygote; spawn: fresh python
     concurrency: int = 8
     startup_timeout_s: float = 60.0
     env_passthrough: tuple[str, ...] = ()
@@ -151,6 +152,7 @@ class HarnessConfig:
 VALID_CHOICES = {
     "sampler.kind": ("hf",),
     "runtime.kind": ("local",),
+    "runtime.start_method": ("fork", "spawn"),
     "model.dtype": ("float32", "bfloat16", "float16"),
 }
 

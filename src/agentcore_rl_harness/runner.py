@@ -158,6 +158,7 @@ class Harness:
             )
             self.gateway.start()
             self.runtime = LocalRuntime(
+                start_method=cfg.runtime.start_method,
                 concurrency=cfg.runtime.concurrency,
                 startup_timeout_s=cfg.runtime.startup_timeout_s,
                 env_passthrough=tuple(cfg.runtime.env_passthrough),
