@@ -28,7 +28,7 @@ def test_overrides_reach_typed_nodes():
         ("+eval.nokey=1", "unknown config key(s) ['nokey'] under eval"),
         ("eval.max_rows=abc", "eval.max_rows must be int"),
         ("sampling.temperature=hot", "sampling.temperature must be float"),
-        ("runtime.kind=agentcore", "valid choices: ['local']"),
+        ("runtime.kind=bogus", "valid choices: ['local', 'agentcore']"),
     ],
 )
 def test_bad_overrides_name_the_problem(override, message):
@@ -71,3 +71,19 @@ def test_default_source_is_project_configs(tmp_path):
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "config.yaml").write_text("defaults: [agentcore_rl_base, _self_]\n")
     assert default_config_source(tmp_path) == tmp_path / "configs"
+
+
+def test_agentcore_runtime_config_and_the_loopback_check():
+    from agentcore_rl_harness.runner import check_public_gateway_url
+
+    typed = compose_config([
+        "runtime=agentcore",
+        "+runtime.arns.test_arith=arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/x",
+        "gateway.public_url=https://gw.example.com/v1",
+    ]).typed
+    assert typed.runtime.kind == "agentcore"
+    assert typed.runtime.arns == {"test_arith": "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/x"}
+    assert check_public_gateway_url("https://gw.example.com/v1") == "https://gw.example.com/v1"
+    for url in ("http://127.0.0.1:8000/v1", "http://localhost:1/v1", "http://0.0.0.0:9/v1"):
+        with pytest.raises(ConfigError, match="AgentCore cannot reach"):
+            check_public_gateway_url(url)

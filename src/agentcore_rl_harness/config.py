@@ -40,6 +40,20 @@ class RuntimeConfig:
     concurrency: int = 8
     startup_timeout_s: float = 60.0
     env_passthrough: tuple[str, ...] = ()
+    # runtime=agentcore (Bedrock AgentCore Runtime through boto3)
+    arns: dict[str, str] = field(default_factory=dict)  # task name (or "*") -> runtime ARN
+    region: str | None = None
+    qualifier: str = "DEFAULT"
+    tps_per_arn: float = 25.0
+    result_mode: str = "inline"
+    s3_bucket: str | None = None
+    exp_id: str | None = None
+    endpoint_url: str | None = None
+    s3_endpoint_url: str | None = None
+    max_invoke_attempts: int = 5
+    read_timeout_s: float = 3600.0
+    poll_initial_s: float = 0.5
+    poll_max_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,7 @@ class GatewaySettings:
     host: str = "127.0.0.1"
     port: int = 0
     max_body_bytes: int = 8 * 1024 * 1024
+    public_url: str | None = None  # the URL remote agents use (ending in /v1); null = base_url
 
 
 @dataclass(frozen=True)
@@ -151,7 +166,8 @@ class HarnessConfig:
 
 VALID_CHOICES = {
     "sampler.kind": ("hf",),
-    "runtime.kind": ("local",),
+    "runtime.kind": ("local", "agentcore"),
+    "runtime.result_mode": ("inline", "s3"),
     "runtime.start_method": ("fork", "spawn"),
     "model.dtype": ("float32", "bfloat16", "float16"),
 }

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .config import HarnessConfig
-from .errors import HarnessError
+from .errors import ConfigError, HarnessError
 from .records import SessionOutcome, Status, Trace, Usage
 from .runtimes.base import AgentRef, AgentRuntime
 from .tasks import TaskSpec, build_payload
@@ -97,6 +97,27 @@ class Episode:
     session_metadata: dict[str, Any] = field(default_factory=dict)
 
 
+def check_public_gateway_url(url: str) -> str:
+    """ACR sessions run in AWS: a loopback gateway URL can never be reached from there."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    try:
+        address = ipaddress.ip_address(host)
+        loopback = address.is_loopback or address.is_unspecified
+    except ValueError:
+        loopback = host in ("localhost", "localhost.localdomain") or host.endswith(".localhost")
+    if loopback:
+        raise ConfigError(
+            f"runtime=agentcore: the gateway URL sessions would use is {url}, which AgentCore "
+            "cannot reach; set gateway.host=0.0.0.0 (or a private interface) and "
+            "gateway.public_url=https://<reachable host>/v1 (README: Reaching the gateway from "
+            "AgentCore)"
+        )
+    return url
+
+
 def new_session_id() -> str:
     """An unguessable session key, 44 chars (ACR wants 33-256)."""
     return "arl-" + secrets.token_hex(20)
@@ -121,6 +142,7 @@ class Harness:
         self._start_lock = threading.Lock()
         self._model: Any = None
         self._trainer: Any = None
+        self.advertised_url = ""
         self._slots: asyncio.Semaphore | None = None
 
     def start(self) -> None:
@@ -130,7 +152,6 @@ class Harness:
             from .gateway.rendering import ChatTemplateRenderer
             from .gateway.server import GatewayConfig, GatewayServer
             from .models import load_model, load_tokenizer, resolve_model
-            from .runtimes.local import LocalRuntime
             from .samplers.hf_local import HFLocalSampler
 
             cfg = self.config
@@ -157,16 +178,39 @@ class Harness:
                 ),
             )
             self.gateway.start()
-            self.runtime = LocalRuntime(
-                start_method=cfg.runtime.start_method,
-                concurrency=cfg.runtime.concurrency,
-                startup_timeout_s=cfg.runtime.startup_timeout_s,
-                env_passthrough=tuple(cfg.runtime.env_passthrough),
-            )
+            self.runtime = self._build_runtime()
             self._progress(
                 f"agentcore-rl: model {cfg.model.name} ({model_dir}) loaded, gateway at "
                 f"{self.gateway.base_url} in {time.monotonic() - started:.1f}s"
             )
+
+    def _build_runtime(self) -> AgentRuntime:
+        cfg, runtime = self.config, self.config.runtime
+        if runtime.kind == "agentcore":
+            from .runtimes.agentcore import AgentCoreRuntime
+
+            self.advertised_url = check_public_gateway_url(
+                cfg.gateway.public_url or self.gateway.base_url
+            )
+            return AgentCoreRuntime(
+                arns=dict(runtime.arns), region=runtime.region, qualifier=runtime.qualifier,
+                concurrency=runtime.concurrency, tps_per_arn=runtime.tps_per_arn,
+                result_mode=runtime.result_mode, s3_bucket=runtime.s3_bucket,
+                exp_id=runtime.exp_id, endpoint_url=runtime.endpoint_url,
+                s3_endpoint_url=runtime.s3_endpoint_url,
+                max_invoke_attempts=runtime.max_invoke_attempts,
+                read_timeout_s=max(runtime.read_timeout_s, cfg.eval.timeout_s + 60),
+                poll_initial_s=runtime.poll_initial_s, poll_max_s=runtime.poll_max_s,
+            )
+        from .runtimes.local import LocalRuntime
+
+        self.advertised_url = cfg.gateway.public_url or self.gateway.base_url
+        return LocalRuntime(
+            start_method=runtime.start_method,
+            concurrency=runtime.concurrency,
+            startup_timeout_s=runtime.startup_timeout_s,
+            env_passthrough=tuple(runtime.env_passthrough),
+        )
 
     def trainer(self) -> Any:
         """The configured trainer, sharing the policy model with the in-process sampler."""
@@ -212,7 +256,8 @@ class Harness:
         seeded = type(params)(**{**params.__dict__, "seed": case_seed(cfg.seed, case)})
         self.gateway.sessions.open(session_id=session_id, sampling=seeded)
         rollout_info = {
-            "base_url": self.gateway.base_url,
+            "base_url": self.advertised_url,
+            "input_id": case.row_id,
             "model_id": self.model_id,
             "api_key": session_id,
             "sampling_params": {

@@ -1,0 +1,410 @@
+"""The `agentcore` runtime: each session on AWS Bedrock AgentCore Runtime (ACR) through boto3.
+
+Per session: InvokeAgentRuntime (the harness session key is the runtime session id), then the
+result - the response body (`inline`: JSON, or the `data:` stream BedrockAgentCoreApp sends for
+generators, whose last event is the result) or an S3 object the agent writes later (`s3`, the
+agentcore-rl-toolkit contract, see `_s3_results.py`) - then StopRuntimeSession, on every exit
+path: success, failure, timeout, cancellation and `aclose()`.
+
+InvokeAgentRuntime is not idempotent: boto3's default retries ran one agent handler three times
+after a single 500. The clients built here never retry on their own
+(`retries={"total_max_attempts": 1}`); the runtime resends an invoke only after an error proving
+the agent did not run (throttling, HTTP 429, service unavailable, connection refused), with
+exponential backoff, and says how many attempts it made when it gives up. One token bucket per
+runtime ARN paces invokes and stops together (ACR's default quota is 25 TPS per ARN), and a
+semaphore caps live sessions. The session timeout counts from the moment the session gets a
+live-session slot (submission), so cold start is included. boto3 is synchronous: every call
+runs in the runtime's own thread pool, sized so long inline invokes cannot starve stops and polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import json
+import logging
+import random
+import secrets
+import time
+import uuid
+from collections import Counter
+from typing import Any, Callable
+
+from ..errors import ConfigError, MissingDependencyError, RuntimeStartError
+from ..records import SessionOutcome, Status
+from ._rate import TokenBucket
+from .base import AgentRef
+
+logger = logging.getLogger(__name__)
+
+RESULT_MODES = ("inline", "s3")
+DEFAULT_ARN_KEY = "*"
+SESSION_ID_LENGTH = (33, 256)
+_ACCEPTED_STATES = ("accepted", "processing")
+
+ClientFactory = Callable[[str, str], Any]
+"""`(service_name, region_name) -> boto3 client`; clients from a factory keep their own retries."""
+
+
+def region_of(arn: str) -> str:
+    """The region field of an ARN (`arn:aws:bedrock-agentcore:<region>:<account>:runtime/<id>`)."""
+    parts = arn.split(":")
+    if len(parts) < 6 or parts[0] != "arn" or not parts[3]:
+        raise ConfigError(
+            f"{arn!r} is not an AgentCore runtime ARN "
+            "(arn:aws:bedrock-agentcore:<region>:<account>:runtime/<id>); copy it from "
+            "`aws bedrock-agentcore-control list-agent-runtimes`"
+        )
+    return parts[3]
+
+
+class AgentCoreRuntime:
+    """Runs each session on Bedrock AgentCore Runtime; implements `AgentRuntime`."""
+
+    def __init__(
+        self,
+        *,
+        arns: dict[str, str],
+        region: str | None = None,
+        qualifier: str = "DEFAULT",
+        concurrency: int = 8,
+        tps_per_arn: float = 25.0,
+        result_mode: str = "inline",
+        s3_bucket: str | None = None,
+        exp_id: str | None = None,
+        endpoint_url: str | None = None,
+        s3_endpoint_url: str | None = None,
+        max_invoke_attempts: int = 5,
+        retry_backoff_s: float = 0.5,
+        retry_backoff_max_s: float = 8.0,
+        poll_initial_s: float = 0.5,
+        poll_max_s: float = 10.0,
+        poll_backoff: float = 1.5,
+        read_timeout_s: float = 3600.0,
+        client_factory: ClientFactory | None = None,
+    ) -> None:
+        """`arns` maps task names to runtime ARNs (key "*" serves every other task).
+
+        `exp_id` names the S3 folder of this run's results (default: a fresh unique id).
+        `endpoint_url` / `s3_endpoint_url` point the clients elsewhere (VPC endpoints, tests).
+        `read_timeout_s` bounds one blocking read of an invoke response; keep it above the
+        longest session (`eval.timeout_s`) in inline mode.
+        """
+        if not arns:
+            raise ConfigError(
+                "runtime.arns is empty; map each task to its AgentCore runtime ARN, e.g. "
+                "--agentcore-rl-set '+runtime.arns.test_arith=arn:aws:bedrock-agentcore:...'"
+            )
+        if result_mode not in RESULT_MODES:
+            raise ConfigError(
+                f"runtime.result_mode={result_mode!r} is not supported; valid choices: "
+                f"{list(RESULT_MODES)}"
+            )
+        if result_mode == "s3" and not s3_bucket:
+            raise ConfigError("runtime.result_mode=s3 needs runtime.s3_bucket (the results bucket)")
+        for key, value in (
+            ("concurrency", concurrency),
+            ("max_invoke_attempts", max_invoke_attempts),
+        ):
+            if value < 1:
+                raise ConfigError(f"runtime.{key}={value} must be >= 1")
+        if tps_per_arn <= 0:
+            raise ConfigError(f"runtime.tps_per_arn={tps_per_arn} must be > 0")
+        self.arns = dict(arns)
+        self.regions = {task: region or region_of(arn) for task, arn in self.arns.items()}
+        self.qualifier = qualifier
+        self.concurrency = concurrency
+        self.result_mode = result_mode
+        self.s3_bucket = s3_bucket
+        self.exp_id = exp_id or (
+            f"arl-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(4)}"
+        )
+        self.max_invoke_attempts = max_invoke_attempts
+        self.retry_backoff_s = retry_backoff_s
+        self.retry_backoff_max_s = retry_backoff_max_s
+        self.stats: Counter[str] = Counter()
+        """Counts: invokes, invoke_retries, stops, stop_failures."""
+        self._calls, self._s3 = _load_aws_modules()
+        make_client = client_factory or _default_client_factory(
+            endpoint_url=endpoint_url,
+            s3_endpoint_url=s3_endpoint_url,
+            read_timeout_s=read_timeout_s,
+            max_pool_connections=concurrency * 2 + 4,
+        )
+        self._clients = {
+            reg: make_client("bedrock-agentcore", reg) for reg in sorted(set(self.regions.values()))
+        }
+        self._results = None
+        if result_mode == "s3":
+            s3_region = region or sorted(set(self.regions.values()))[0]
+            self._results = self._s3.S3ResultReader(
+                client=make_client("s3", s3_region),
+                bucket=s3_bucket,
+                call=self._call,
+                poll_initial_s=poll_initial_s,
+                poll_max_s=poll_max_s,
+                poll_backoff=poll_backoff,
+            )
+        self._limiters = {arn: TokenBucket(tps_per_arn) for arn in set(self.arns.values())}
+        self._slots = asyncio.Semaphore(concurrency)
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=concurrency * 2 + 4, thread_name_prefix="arl-agentcore"
+        )
+        self._live: dict[str, tuple[str, str]] = {}  # session id -> (arn, region)
+        self._stopping: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    # -- the AgentRuntime seam --------------------------------------------------------------------
+
+    async def run_session(
+        self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float
+    ) -> SessionOutcome:
+        arn, region = self._target(agent.task)
+        low, high = SESSION_ID_LENGTH
+        if not low <= len(session_id) <= high:
+            raise ValueError(
+                f"session id {session_id!r} has {len(session_id)} characters; AgentCore needs "
+                f"{low}-{high}"
+            )
+        async with self._slots:
+            if self._closed:
+                raise RuntimeStartError(
+                    "AgentCoreRuntime is closed; create a new one to run sessions"
+                )
+            started = time.monotonic()
+            self._live[session_id] = (arn, region)
+            progress = self._s3.PollProgress()
+            try:
+                try:
+                    async with asyncio.timeout(timeout_s):
+                        result = await self._session(
+                            arn, region, agent.task, session_id, payload, progress
+                        )
+                except TimeoutError:
+                    return _outcome(
+                        Status.TIMEOUT,
+                        None,
+                        f"session {session_id} on {arn} did not finish within {timeout_s:g}s "
+                        "(counted from submission, cold start included)"
+                        + _poll_note(progress, self.s3_bucket),
+                        started,
+                    )
+                except self._calls.SessionFailed as failure:
+                    return _outcome(failure.status, None, f"{failure.error} [{arn}]", started)
+                return _outcome(Status.COMPLETED, result, None, started)
+            finally:
+                await self._stop_whatever_happens(session_id)
+
+    async def aclose(self) -> None:
+        """Stop every live session, wait for pending stops; later `run_session` calls raise."""
+        self._closed = True
+        for session_id in list(self._live):
+            self._spawn_stop(session_id)
+        if self._stopping:
+            await asyncio.gather(*list(self._stopping), return_exceptions=True)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def live_sessions(self) -> int:
+        return len(self._live)
+
+    # -- one session ------------------------------------------------------------------------------
+
+    def _target(self, task: str) -> tuple[str, str]:
+        key = task if task in self.arns else DEFAULT_ARN_KEY
+        if key not in self.arns:
+            raise ConfigError(
+                f"task {task!r} has no AgentCore runtime ARN; set runtime.arns.{task}=<arn> "
+                f"(or runtime.arns.'*' for every task); mapped tasks: {sorted(self.arns)}"
+            )
+        return self.arns[key], self.regions[key]
+
+    async def _session(
+        self,
+        arn: str,
+        region: str,
+        task: str,
+        session_id: str,
+        payload: dict[str, Any],
+        progress: Any,
+    ) -> dict[str, Any]:
+        body, key = self._payload_bytes(task, session_id, payload)
+        reply = await self._invoke(arn, region, session_id, body)
+        answer = self._calls.parse_result(reply)
+        if self._results is None:
+            return answer
+        if answer.get("status") not in _ACCEPTED_STATES:
+            logger.info(
+                "session %s answered with a result instead of accepting the S3 contract; "
+                "using the answer as the result",
+                session_id,
+            )
+            return answer
+        return await self._results.wait(str(answer.get("result_key") or key), progress)
+
+    def _payload_bytes(
+        self, task: str, session_id: str, payload: dict[str, Any]
+    ) -> tuple[bytes, str | None]:
+        rollout = dict(payload.get("_rollout") or {})
+        rollout.setdefault("session_id", session_id)
+        key = None
+        if self.result_mode == "s3":
+            input_id = str(rollout.get("input_id") or task)
+            key = self._s3.result_key(exp_id=self.exp_id, input_id=input_id, session_id=session_id)
+            rollout.update(
+                exp_id=self.exp_id, input_id=input_id, s3_bucket=self.s3_bucket, result_key=key
+            )
+        try:
+            body = json.dumps({**payload, "_rollout": rollout}).encode()
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"the payload of session {session_id} is not JSON: {exc}") from exc
+        return body, key
+
+    async def _invoke(self, arn: str, region: str, session_id: str, body: bytes) -> Any:
+        delay = self.retry_backoff_s
+        for attempt in range(1, self.max_invoke_attempts + 1):
+            await self._limiters[arn].acquire()
+            self.stats["invokes"] += 1
+            try:
+                return await self._call(
+                    self._calls.invoke,
+                    self._clients[region],
+                    arn=arn,
+                    session_id=session_id,
+                    qualifier=self.qualifier,
+                    payload=body,
+                )
+            except Exception as exc:
+                failure = self._calls.describe_failure(exc, "InvokeAgentRuntime")
+                if failure is None:
+                    raise
+                if not failure.retryable or attempt == self.max_invoke_attempts:
+                    raise self._calls.SessionFailed(
+                        failure.status,
+                        f"{failure.text} (attempt {attempt} of at most {self.max_invoke_attempts})",
+                    ) from None
+                self.stats["invoke_retries"] += 1
+                logger.info(
+                    "session %s: %s; the agent did not run, resending (attempt %d of %d)",
+                    session_id, failure.code, attempt + 1, self.max_invoke_attempts,
+                )
+                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(delay * 2, self.retry_backoff_max_s)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    # -- stopping ---------------------------------------------------------------------------------
+
+    async def _stop_whatever_happens(self, session_id: str) -> None:
+        """Stop the session; if this task is cancelled meanwhile, the stop still completes."""
+        task = self._spawn_stop(session_id)
+        if task is not None:
+            await asyncio.shield(task)
+
+    def _spawn_stop(self, session_id: str) -> asyncio.Task[None] | None:
+        target = self._live.pop(session_id, None)
+        if target is None:
+            return None
+        task = asyncio.get_running_loop().create_task(self._stop(session_id, *target))
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+        return task
+
+    async def _stop(self, session_id: str, arn: str, region: str) -> None:
+        delay = self.retry_backoff_s
+        client_token = str(uuid.uuid4())
+        for attempt in range(1, self.max_invoke_attempts + 1):
+            await self._limiters[arn].acquire()
+            self.stats["stops"] += 1
+            try:
+                await self._call(
+                    self._calls.stop,
+                    self._clients[region],
+                    arn=arn,
+                    session_id=session_id,
+                    qualifier=self.qualifier,
+                    client_token=client_token,
+                )
+                return
+            except Exception as exc:
+                failure = self._calls.describe_failure(exc, "StopRuntimeSession")
+                if failure is not None and failure.code == "ResourceNotFoundException":
+                    logger.debug("session %s was already gone when stopped", session_id)
+                    return
+                if failure is not None and failure.retryable and attempt < self.max_invoke_attempts:
+                    await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+                    delay = min(delay * 2, self.retry_backoff_max_s)
+                    continue
+                self.stats["stop_failures"] += 1
+                logger.warning(
+                    "could not stop AgentCore session %s on %s: %s; it ends at the runtime's "
+                    "idle timeout instead (the rollout is unaffected)",
+                    session_id, arn, failure.text if failure else f"{type(exc).__name__}: {exc}",
+                )
+                return
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+
+def _outcome(status: Status, result: Any, error: str | None, started: float) -> SessionOutcome:
+    return SessionOutcome(
+        status=status, result=result, error=error, elapsed_s=time.monotonic() - started
+    )
+
+
+def _poll_note(progress: Any, bucket: str | None) -> str:
+    if progress.key is None:
+        return ""
+    note = f"; the result s3://{bucket}/{progress.key} was never written ({progress.polls} polls"
+    if progress.forbidden:
+        note += f", {progress.forbidden} answered 403: check s3:GetObject/s3:ListBucket"
+    return note + ")"
+
+
+def _load_aws_modules() -> tuple[Any, Any]:
+    try:
+        import boto3  # noqa: F401
+        import botocore  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "runtime=agentcore needs boto3: pip install 'agentcore-rl-harness[aws]'"
+        ) from exc
+    from . import _acr_calls, _s3_results
+
+    return _acr_calls, _s3_results
+
+
+def _default_client_factory(
+    *,
+    endpoint_url: str | None,
+    s3_endpoint_url: str | None,
+    read_timeout_s: float,
+    max_pool_connections: int,
+) -> ClientFactory:
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.session.Session()
+    no_retries = Config(
+        retries={"total_max_attempts": 1},
+        read_timeout=read_timeout_s,
+        connect_timeout=10,
+        max_pool_connections=max_pool_connections,
+    )
+    s3_config = Config(
+        retries={"mode": "standard", "total_max_attempts": 3},
+        max_pool_connections=max_pool_connections,
+    )
+
+    def make(service_name: str, region_name: str) -> Any:
+        if service_name == "s3":
+            return session.client(
+                "s3", region_name=region_name, endpoint_url=s3_endpoint_url, config=s3_config
+            )
+        return session.client(
+            service_name, region_name=region_name, endpoint_url=endpoint_url, config=no_retries
+        )
+
+    return make

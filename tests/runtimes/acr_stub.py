@@ -1,0 +1,259 @@
+"""Real substitutes for AWS in the `agentcore` runtime tests, all on loopback.
+
+- `serve(app)`: an ASGI app (a BedrockAgentCoreApp agent, a fake model endpoint) on uvicorn in a
+  background thread.
+- `DataPlaneStub`: the two bedrock-agentcore data-plane routes the runtime calls, with the wire
+  shapes botocore's `bedrock-agentcore` model expects (rest-json: ARN in the path, session id in
+  the `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id` header, `qualifier` in the query, errors as
+  status + `x-amzn-ErrorType`). Invocations are forwarded to the agent over HTTP, like ACR does
+  to its container; an agent's HTTP error comes back as ACR's `RuntimeClientError` (424).
+  Faults are scripted per call. StopRuntimeSession cancels the session's in-flight invocation.
+- `moto_s3()`: moto's ThreadedMotoServer, a real S3 endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import itertools
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
+AGENTS = Path(__file__).parent / "agents"
+_module_ids = itertools.count()
+
+
+@dataclass
+class Server:
+    url: str
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=5)
+
+
+def serve(app: Any) -> Server:
+    """Run `app` on a fresh loopback port in a daemon thread; returns once it accepts."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1, access_log=False
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("test server did not start")
+        time.sleep(0.005)
+    return Server(url=f"http://127.0.0.1:{port}", server=server, thread=thread)
+
+
+def load_agent_app(name: str) -> tuple[Any, Any]:
+    """Import tests/runtimes/agents/<name> afresh; returns (module, its BedrockAgentCoreApp)."""
+    from bedrock_agentcore import BedrockAgentCoreApp
+
+    path = AGENTS / name
+    spec = importlib.util.spec_from_file_location(f"_acr_agent_{next(_module_ids)}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    apps = [v for v in vars(module).values() if isinstance(v, BedrockAgentCoreApp)]
+    assert len(apps) == 1, f"{path} must define exactly one BedrockAgentCoreApp"
+    return module, apps[0]
+
+
+@dataclass
+class Fault:
+    """One scripted error answer. `after_agent`: forward to the agent first, then fail."""
+
+    status: int
+    code: str
+    message: str = "injected by the test"
+    after_agent: bool = False
+
+
+THROTTLED = Fault(429, "ThrottlingException", "Rate exceeded")
+UNAVAILABLE = Fault(503, "ServiceUnavailableException", "try again")
+INTERNAL = Fault(500, "InternalServerException", "internal error")
+
+
+@dataclass
+class DataPlaneStub:
+    """Local InvokeAgentRuntime / StopRuntimeSession endpoint; `agents` maps ARN -> agent URL."""
+
+    agents: dict[str, str] = field(default_factory=dict)
+    invocations: list[dict[str, Any]] = field(default_factory=list)
+    stops: list[dict[str, Any]] = field(default_factory=list)
+    invoke_faults: list[Fault] = field(default_factory=list)
+    stop_faults: list[Fault] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._inflight: dict[str, asyncio.Task[httpx.Response]] = {}
+        self.peak_inflight = 0
+        self._client: httpx.AsyncClient | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/runtimes/{arn:path}/invocations", self._invoke, methods=["POST"]),
+                Route("/runtimes/{arn:path}/stopruntimesession", self._stop, methods=["POST"]),
+            ]
+        )
+
+    @property
+    def stopped_sessions(self) -> set[str]:
+        return {stop["session_id"] for stop in self.stops}
+
+    async def _invoke(self, request: Request) -> Response:
+        arn = request.path_params["arn"]
+        session_id = request.headers.get(SESSION_HEADER, "")
+        body = await request.body()
+        self.invocations.append(
+            {
+                "arn": arn,
+                "session_id": session_id,
+                "qualifier": request.query_params.get("qualifier"),
+                "content_type": request.headers.get("content-type"),
+                "body": body,
+            }
+        )
+        fault = self.invoke_faults.pop(0) if self.invoke_faults else None
+        if fault is not None and not fault.after_agent:
+            return _error(fault)
+        if arn not in self.agents:
+            return _error(Fault(404, "ResourceNotFoundException", f"no runtime {arn}"))
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=None, trust_env=False)
+        forward = asyncio.ensure_future(
+            self._client.post(
+                self.agents[arn] + "/invocations",
+                content=body,
+                headers={"content-type": "application/json", SESSION_HEADER: session_id},
+            )
+        )
+        self._inflight[session_id] = forward
+        self.peak_inflight = max(self.peak_inflight, len(self._inflight))
+        try:
+            answer = await forward
+        except asyncio.CancelledError:
+            return _error(Fault(424, "RuntimeClientError", "the runtime session was stopped"))
+        except httpx.TransportError as exc:
+            return _error(Fault(424, "RuntimeClientError", f"runtime connection failed: {exc}"))
+        finally:
+            self._inflight.pop(session_id, None)
+        if fault is not None:
+            return _error(fault)
+        if answer.status_code >= 400:
+            return _error(
+                Fault(
+                    424,
+                    "RuntimeClientError",
+                    f"Received error ({answer.status_code}) from runtime: {answer.text[:500]}",
+                )
+            )
+        return Response(
+            answer.content,
+            status_code=200,
+            media_type=answer.headers.get("content-type"),
+            headers={SESSION_HEADER: session_id, "x-amzn-RequestId": str(uuid.uuid4())},
+        )
+
+    async def _stop(self, request: Request) -> Response:
+        session_id = request.headers.get(SESSION_HEADER, "")
+        self.stops.append(
+            {
+                "arn": request.path_params["arn"],
+                "session_id": session_id,
+                "qualifier": request.query_params.get("qualifier"),
+                "body": await request.body(),
+            }
+        )
+        if self.stop_faults:
+            return _error(self.stop_faults.pop(0))
+        forward = self._inflight.get(session_id)
+        if forward is not None:
+            forward.cancel()
+        return JSONResponse(
+            {}, headers={SESSION_HEADER: session_id, "x-amzn-RequestId": str(uuid.uuid4())}
+        )
+
+
+def _error(fault: Fault) -> Response:
+    return JSONResponse(
+        {"message": fault.message},
+        status_code=fault.status,
+        headers={"x-amzn-ErrorType": fault.code, "x-amzn-RequestId": f"req-{uuid.uuid4()}"},
+    )
+
+
+def fake_model_app(seen: list[dict[str, Any]]) -> Starlette:
+    """A minimal OpenAI Chat Completions endpoint that records who called it."""
+
+    async def completions(request: Request) -> Response:
+        body = await request.json()
+        seen.append({"authorization": request.headers.get("authorization"), "body": body})
+        return JSONResponse(
+            {
+                "id": "chatcmpl-test",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "#### 42"},
+                    }
+                ],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+            }
+        )
+
+    return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+
+
+AWS_TEST_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-west-2",
+    "AWS_CONFIG_FILE": "/dev/null",
+    "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+@contextlib.contextmanager
+def moto_s3(bucket: str) -> Iterator[str]:
+    """A real S3 endpoint (moto) on loopback with `bucket` created; yields its URL."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    try:
+        boto3.client("s3", region_name="us-west-2", endpoint_url=url).create_bucket(
+            Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "us-west-2"}
+        )
+        yield url
+    finally:
+        server.stop()
