@@ -25,6 +25,7 @@ def test_console_script_is_installed():
     assert shutil.which("agentcore-rl"), "pip install -e . registers the agentcore-rl script"
     out = subprocess.run(["agentcore-rl", "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "models" in out.stdout and "gateway" in out.stdout
+    assert "sweep" in out.stdout and "report" in out.stdout
 
 
 def test_models_prepare_and_list(tiny_model_dir):
@@ -42,32 +43,80 @@ def test_unknown_model_is_a_clear_error_with_exit_2():
     assert "gpt-17" in out.stderr and "tiny" in out.stderr
 
 
-def test_report_rerenders_from_rollouts(tmp_path):
-    from agentcore_rl_harness.records import Status
-    from agentcore_rl_harness.reports.build import summarize, summarize_by_task
-    from agentcore_rl_harness.reports.model import Report, RunInfo
+def _write_run(path, rollouts, *, mode="eval", report=True):
+    from agentcore_rl_harness.reports.build import build_report
     from agentcore_rl_harness.store import RunStore
 
-    store = RunStore(tmp_path)
-    rollouts = [make_rollout("a"), make_rollout("b", status=Status.TASK_FAILED, success=False)]
+    store = RunStore(path)
     for rollout in rollouts:
         store.append(rollout)
     store.close()
-    run = RunInfo(id="r", mode="eval", config={"model": {"name": "tiny"}}, overrides=[],
-                  versions={}, git_sha=None, started_at="2026-01-01T00:00:00+00:00", wall_time_s=1)
-    stale = Report(run=run, overall=summarize(rollouts[:1]), tasks=summarize_by_task(rollouts[:1]))
-    (tmp_path / "report.json").write_text(stale.model_dump_json())
-    out = _cli("report", str(tmp_path))
+    store.write_config({"model": {"name": "tiny"}, "seed": 0})
+    store.write_run_info({"mode": mode, "overrides": ["model=tiny"]})
+    if report:
+        stale = build_report(
+            run_id=path.name, mode=mode, config={"model": {"name": "tiny"}}, overrides=[],
+            versions={}, git_sha=None, started_at="2026-01-01T00:00:00+00:00", wall_time_s=1,
+            rollouts=rollouts[:1], item_phase=mode, tags={"t": ["math"]})
+        (path / "report.json").write_text(stale.model_dump_json())
+    return path
+
+
+def test_report_rerenders_every_report_from_rollouts(tmp_path):
+    from agentcore_rl_harness.records import Status
+
+    rollouts = [make_rollout("a"), make_rollout("b", status=Status.TASK_FAILED, success=False)]
+    run = _write_run(tmp_path / "run", rollouts)
+    out = _cli("report", str(run))
     assert out.returncode == 0, out.stderr
     assert "50.0% success (2 rollouts" in out.stdout
-    report = json.loads((tmp_path / "report.json").read_text())
+    report = json.loads((run / "report.json").read_text())
     assert report["overall"]["rollouts"] == 2
-    assert (tmp_path / "report.md").is_file() and (tmp_path / "junit.xml").is_file()
+    assert report["run"]["started_at"] == "2026-01-01T00:00:00+00:00"  # the run section is kept
+    assert report["tags"]["math"]["rollouts"] == 2  # and so are the task tags
+    for name in ("report.md", "report.html", "junit.xml"):
+        assert (run / name).stat().st_size > 0
+
+
+def test_report_without_report_json_uses_config_and_run_info(tmp_path):
+    run = _write_run(tmp_path / "run", [make_rollout("a")], report=False)
+    out = _cli("report", str(run))
+    assert out.returncode == 0, out.stderr
+    report = json.loads((run / "report.json").read_text())
+    assert report["run"]["mode"] == "eval" and report["run"]["overrides"] == ["model=tiny"]
+    assert report["run"]["config"]["model"]["name"] == "tiny"
+    assert (run / "report.html").is_file() and (run / "junit.xml").is_file()
 
 
 def test_report_of_a_non_run_dir_fails_clearly(tmp_path):
     out = _cli("report", str(tmp_path))
     assert out.returncode == 2 and "rollouts.jsonl does not exist" in out.stderr
+
+
+def test_report_compare_prints_and_writes_the_paired_comparison(tmp_path):
+    from agentcore_rl_harness.records import Status
+
+    def rollouts(good):
+        return [make_rollout(f"r{i}", success=i < good, reward=float(i < good),
+                             status=Status.COMPLETED if i < good else Status.TASK_FAILED)
+                for i in range(12)]
+
+    a = _write_run(tmp_path / "a", rollouts(2))
+    b = _write_run(tmp_path / "b", rollouts(11))
+    out = _cli("report", "compare", str(a), str(b))
+    assert out.returncode == 0, out.stderr
+    assert "16.7% -> 91.7% (+75.0pp) on 12 paired rollouts; a significant change" in out.stdout
+    comparison = json.loads((b / "compare.json").read_text())
+    assert comparison["overall"]["improved"] == 9 and comparison["overall"]["p_value"] < 0.01
+    assert (b / "compare.md").read_text().startswith("# agentcore-rl compare")
+    elsewhere = _cli("report", "compare", str(a), str(a), "--out", str(tmp_path / "same"))
+    assert elsewhere.returncode == 0 and "no significant change" in elsewhere.stdout
+    assert json.loads((tmp_path / "same" / "compare.json").read_text())["overall"]["delta"] == 0
+
+
+def test_report_with_two_dirs_but_no_compare_is_a_clear_error(tmp_path):
+    out = _cli("report", str(tmp_path), str(tmp_path))
+    assert out.returncode == 2 and "report compare A B" in out.stderr
 
 
 @pytest.mark.slow

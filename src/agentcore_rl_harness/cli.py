@@ -1,4 +1,4 @@
-"""The `agentcore-rl` console script: models, gateway, report."""
+"""The `agentcore-rl` console script: models, gateway, report, sweep."""
 
 from __future__ import annotations
 
@@ -31,12 +31,30 @@ def _parser() -> argparse.ArgumentParser:
     gateway.add_argument("--port", type=int, default=0)
     gateway.add_argument("--admin-token", default=None)
 
-    report = commands.add_parser("report", help="re-render reports from rollouts.jsonl")
-    report.add_argument("run_dir", type=Path)
+    report = commands.add_parser(
+        "report", help="re-render reports from rollouts.jsonl, or `report compare A B`",
+        usage="agentcore-rl report RUN_DIR [--tokenizer DIR]\n"
+              "       agentcore-rl report compare A B [--out DIR]",
+    )
+    report.add_argument("target", nargs="+", metavar="RUN_DIR | compare A B")
+    report.add_argument("--tokenizer", type=Path, default=None,
+                        help="HF tokenizer folder: decoded text in report.html's token view")
+    report.add_argument("--out", type=Path, default=None,
+                        help="compare: where compare.json/md go (default: B's directory)")
+
+    commands.add_parser(
+        "sweep", add_help=False,
+        help="Hydra app: one pytest session per job (`agentcore-rl sweep --help`)",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sweep"]:  # Hydra parses its own arguments
+        from .sweep import main as sweep_main
+
+        return sweep_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         if args.command == "models":
@@ -54,7 +72,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 0
         if args.command == "report":
-            return _report(args.run_dir)
+            if args.target[0] == "compare":
+                return _compare(args.target[1:], args.out)
+            if len(args.target) != 1:
+                raise HarnessError(
+                    f"report takes one RUN_DIR, got {args.target}; to compare two runs use "
+                    "`agentcore-rl report compare A B`"
+                )
+            return _report(Path(args.target[0]), args.tokenizer)
     except HarnessError as exc:
         print(f"agentcore-rl: error: {exc}", file=sys.stderr)
         return 2
@@ -75,28 +100,31 @@ def _models(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(run_dir: Path) -> int:
-    """Rebuild report.json/md and junit.xml from rollouts.jsonl and the existing report's run."""
-    from .reports.build import build_report
-    from .reports.model import Report
-    from .reports.render import verdict, write_reports
-    from .session import ITEM_PHASE
-    from .store import read_rollouts
-    from .training import read_steps
+def _report(run_dir: Path, tokenizer: Path | None) -> int:
+    """Rebuild every report from rollouts.jsonl (+ the run section of report.json, or
+    config.yaml and run.json when report.json is missing)."""
+    from .reports.load import load_run
+    from .reports.render import verdict_line, write_reports
 
-    rollouts = read_rollouts(run_dir)
-    existing = run_dir / "report.json"
-    if not existing.is_file():
-        raise HarnessError(f"{existing} is missing: cannot recover the run's metadata")
-    run = Report.model_validate_json(existing.read_text(encoding="utf-8")).run
-    report = build_report(
-        run_id=run.id, mode=run.mode, config=run.config, overrides=run.overrides,
-        versions=run.versions, git_sha=run.git_sha, started_at=run.started_at,
-        wall_time_s=run.wall_time_s, rollouts=rollouts, item_phase=ITEM_PHASE[run.mode],
-        train_steps=read_steps(run_dir),
-    )
-    write_reports(run_dir, report, rollouts)
-    print(f"{run_dir}: {verdict(report.overall)}")
+    loaded = load_run(run_dir)
+    write_reports(loaded.run_dir, loaded.report, loaded.rollouts, tokenizer=tokenizer)
+    print(f"{run_dir}: {verdict_line(loaded.report)}")
+    return 0
+
+
+def _compare(runs: list[str], out: Path | None) -> int:
+    from .reports.compare import compare_runs, render_comparison, write_comparison
+
+    if len(runs) != 2:
+        raise HarnessError(f"report compare takes two runs A B, got {runs}")
+    a, b = (Path(run) for run in runs)
+    comparison = compare_runs(a, b)
+    text = render_comparison(comparison)
+    if out is None:
+        out = b if b.is_dir() else b.parent
+    json_path, md_path = write_comparison(comparison, out)
+    print(text, end="")
+    print(f"wrote {json_path} and {md_path}")
     return 0
 
 

@@ -2,7 +2,7 @@ import json
 import xml.etree.ElementTree as ET
 
 from agentcore_rl_harness.records import Status
-from agentcore_rl_harness.reports.build import summarize, summarize_by_task
+from agentcore_rl_harness.reports.build import build_report, summarize, summarize_by_task
 from agentcore_rl_harness.reports.model import Report, RunInfo
 from agentcore_rl_harness.reports.render import render_junit, render_markdown, write_reports
 
@@ -24,22 +24,29 @@ ROLLOUTS = [
 ]
 
 
-def test_summary_denominator_excludes_infra_errors():
-    summary = summarize(ROLLOUTS)
-    assert summary.rollouts == 5 and summary.success_rate.n == 4
-    assert summary.success_rate.value == 0.25
-    assert summary.failures == {"agent_error": 1, "infra_error": 1, "task_failed": 1, "timeout": 1}
-    assert summary.mean_reward == 0.5  # rollouts without a reward are not averaged in
-    assert summary.tokens.prompt == 25
-
-
 def test_markdown_escapes_table_cells_and_states_the_verdict():
     text = render_markdown(_report(ROLLOUTS))
     assert "**25.0% success (4 rollouts" in text
     assert "| x\\|y |" in text
+    assert "## Failures" in text and "- `infra_error`: 1 of 5 rollouts" in text
+    assert "[report.html](report.html)" in text and "[rollouts.jsonl](rollouts.jsonl)" in text
 
 
-def test_junit_is_valid_and_has_one_case_per_rollout(tmp_path):
+def test_markdown_has_intervals_and_paired_deltas_in_run_mode():
+    pre = [make_rollout(f"r{i}", phase="pre", success=False, reward=0.0,
+                        status=Status.TASK_FAILED) for i in range(8)]
+    post = [make_rollout(f"r{i}", phase="post") for i in range(8)]
+    report = build_report(
+        run_id="r", mode="run", config={"model": {"name": "tiny"}}, overrides=[], versions={},
+        git_sha=None, started_at="", wall_time_s=1.0, rollouts=pre + post, item_phase="post")
+    text = render_markdown(report)
+    first = text.splitlines()[2]
+    assert first.startswith("**100.0% success") and "+100.0pp vs pre-training (significant" in first
+    assert "| t | 100.0% | 67.6%–100.0% | 8 | 1.000 [1.000, 1.000] | 100.0% | ^1: 100.0% | +100.0pp |" in text
+    assert "Before and after training" in text and "McNemar" in text
+
+
+def test_junit_has_one_case_per_rollout_and_suite_properties(tmp_path):
     report = _report(ROLLOUTS)
     root = ET.fromstring(render_junit(report, ROLLOUTS))
     cases = root.findall(".//testcase")
@@ -48,8 +55,30 @@ def test_junit_is_valid_and_has_one_case_per_rollout(tmp_path):
     assert len(root.findall(".//testcase/error")) == 1
     statuses = {p.get("value") for p in root.findall(".//testcase/properties/property[@name='status']")}
     assert statuses == {s.value for s in Status}
+    case_props = {p.get("name") for p in cases[0].find("properties")}
+    assert {"reward", "status", "session_id", "elapsed_s"} <= case_props
     suite_props = {p.get("name"): p.get("value") for p in root.find("testsuite/properties")}
     assert suite_props["mode"] == "eval" and json.loads(suite_props["overrides"]) == ["model=tiny"]
+    assert {"model", "trainer"} <= set(suite_props)
+
+
+def test_write_reports_writes_all_four_and_the_step_summary(tmp_path, monkeypatch):
+    summary_file = tmp_path / "summary.md"
+    summary_file.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
+    report = _report(ROLLOUTS)
     write_reports(tmp_path, report, ROLLOUTS)
     loaded = Report.model_validate_json((tmp_path / "report.json").read_text())
     assert loaded.overall.success_rate.n == 4
+    assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
+    assert (tmp_path / "junit.xml").is_file()
+    step_summary = summary_file.read_text()
+    assert step_summary.startswith("earlier step\n")  # appended, not replaced
+    assert (tmp_path / "report.md").read_text() in step_summary
+
+
+def test_no_step_summary_when_the_variable_is_unset(tmp_path, monkeypatch):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    write_reports(tmp_path, _report(ROLLOUTS), ROLLOUTS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "junit.xml", "report.html", "report.json", "report.md"]

@@ -3,19 +3,65 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..records import Rollout, Status
 from .model import (
-    Delta, DeltaReport, Interval, PhaseReport, Report, RunInfo, Summary, Tokens, TrainStep,
+    Delta, DeltaReport, Interval, MeanInterval, Outcome, PhaseReport, Report, RunInfo, Summary,
+    Tokens, TrainStep,
 )
-from .stats import mcnemar_exact, mean, pass_at_k, wilson_interval
+from .stats import (
+    bootstrap_mean_interval, mcnemar_exact, paired_bootstrap, pass_at_k, pass_hat_k,
+    wilson_interval,
+)
+
+RolloutKey = tuple[str, str, int, str, "int | None"]
 
 
-def summarize(rollouts: Sequence[Rollout]) -> Summary:
-    counted = [r for r in rollouts if r.status is not Status.INFRA_ERROR]
+def rollout_key(rollout: Rollout) -> RolloutKey:
+    """What makes a rollout unique in a run: a retry of the same key replaces the earlier one."""
+    return (rollout.task, rollout.row_id, rollout.sample_index, rollout.phase, rollout.step)
+
+
+def deduplicate(
+    rollouts: Sequence[Rollout], discarded: Sequence[Rollout] = (),
+) -> tuple[list[Rollout], set[RolloutKey]]:
+    """The last record of each key, and the keys that ran more than once (retried).
+
+    `discarded` are earlier attempts that a resume moved out of rollouts.jsonl.
+    """
+    last: dict[RolloutKey, Rollout] = {}
+    seen: dict[RolloutKey, int] = defaultdict(int)
+    for rollout in discarded:
+        seen[rollout_key(rollout)] += 1
+    for rollout in rollouts:
+        key = rollout_key(rollout)
+        seen[key] += 1
+        last.pop(key, None)
+        last[key] = rollout
+    retried = {key for key, count in seen.items() if count > 1 and key in last}
+    return list(last.values()), retried
+
+
+def _counted(rollouts: Sequence[Rollout]) -> list[Rollout]:
+    return [r for r in rollouts if r.status is not Status.INFRA_ERROR]
+
+
+def _mean_interval(values: Sequence[float], seed: int) -> MeanInterval:
+    bounds = bootstrap_mean_interval(values, seed=seed)
+    return MeanInterval(
+        value=sum(values) / len(values) if values else None,
+        ci_low=bounds[0] if bounds else None,
+        ci_high=bounds[1] if bounds else None,
+        n=len(values),
+    )
+
+
+def summarize(
+    rollouts: Sequence[Rollout], *, retried: set[RolloutKey] = frozenset(), seed: int = 0,
+) -> Summary:
+    counted = _counted(rollouts)
     successes = sum(1 for r in counted if r.success)
     low, high = wilson_interval(successes, len(counted))
     failures: dict[str, int] = defaultdict(int)
@@ -26,52 +72,77 @@ def summarize(rollouts: Sequence[Rollout]) -> Summary:
     for r in counted:
         by_row[(r.task, r.row_id)].append(bool(r.success))
     k_max = min((len(v) for v in by_row.values()), default=0)
-    pass_k = {
-        str(k): sum(pass_at_k(len(v), sum(v), k) for v in by_row.values()) / len(by_row)
-        for k in range(1, k_max + 1)
-    }
+
+    def over_rows(estimator) -> dict[str, float]:
+        return {
+            str(k): sum(estimator(len(v), sum(v), k) for v in by_row.values()) / len(by_row)
+            for k in range(1, k_max + 1)
+        }
+
     rewards = [r.reward for r in counted if r.reward is not None]
+    prompt = sum(r.usage.prompt_tokens for r in rollouts)
+    completion = sum(r.usage.completion_tokens for r in rollouts)
+    elapsed = sum(r.elapsed_s for r in rollouts)
     return Summary(
         rollouts=len(rollouts),
         rows=len({(r.task, r.row_id) for r in rollouts}),
+        samples_per_row=k_max,
         success_rate=Interval(
-            value=successes / len(counted) if counted else None,
-            ci_low=low,
-            ci_high=high,
+            value=successes / len(counted) if counted else None, ci_low=low, ci_high=high,
             n=len(counted),
         ),
-        mean_reward=mean(rewards),
-        pass_at_k=pass_k,
+        mean_reward=_mean_interval(rewards, seed),
+        pass_at_k=over_rows(pass_at_k),
+        pass_hat_k=over_rows(pass_hat_k),
         failures=dict(sorted(failures.items())),
-        tokens=Tokens(
-            prompt=sum(r.usage.prompt_tokens for r in rollouts),
-            completion=sum(r.usage.completion_tokens for r in rollouts),
-        ),
-        elapsed_s=round(sum(r.elapsed_s for r in rollouts), 3),
+        tokens=Tokens(prompt=prompt, completion=completion, total=prompt + completion),
+        sessions=len({r.session_id for r in rollouts if r.session_id}),
+        turns=sum(r.turns for r in rollouts),
+        elapsed_s=round(elapsed, 3),
+        mean_elapsed_s=round(elapsed / len(rollouts), 3) if rollouts else None,
+        retried=sum(1 for r in rollouts if rollout_key(r) in retried),
     )
 
 
-def summarize_by_task(rollouts: Sequence[Rollout]) -> dict[str, Summary]:
+def _group(rollouts: Sequence[Rollout], keys_of) -> dict[str, list[Rollout]]:
     grouped: dict[str, list[Rollout]] = defaultdict(list)
     for r in rollouts:
-        grouped[r.task].append(r)
-    return {task: summarize(items) for task, items in sorted(grouped.items())}
+        for key in keys_of(r):
+            grouped[key].append(r)
+    return dict(sorted(grouped.items()))
 
 
-def paired_delta(pre: Sequence[Rollout], post: Sequence[Rollout]) -> Delta:
-    """Pair rollouts by (task, row, sample) and test the change in success (exact McNemar)."""
-    counted = (Status.INFRA_ERROR,)
-    before = {(r.task, r.row_id, r.sample_index): r for r in pre if r.status not in counted}
-    after = {(r.task, r.row_id, r.sample_index): r for r in post if r.status not in counted}
+def summarize_by_task(rollouts: Sequence[Rollout], **options: Any) -> dict[str, Summary]:
+    return {task: summarize(items, **options)
+            for task, items in _group(rollouts, lambda r: [r.task]).items()}
+
+
+def summarize_by_tag(
+    rollouts: Sequence[Rollout], tags: Mapping[str, Sequence[str]], **options: Any,
+) -> dict[str, Summary]:
+    grouped = _group(rollouts, lambda r: tags.get(r.task, ()))
+    return {tag: summarize(items, **options) for tag, items in grouped.items()}
+
+
+def paired_delta(
+    pre: Sequence[Rollout | Outcome], post: Sequence[Rollout | Outcome], *, seed: int = 0,
+) -> Delta:
+    """Pair by (task, row, sample): exact McNemar on success, paired bootstrap on reward."""
+    def usable(items):
+        return {(r.task, r.row_id, r.sample_index): r for r in items
+                if _status(r) != Status.INFRA_ERROR.value}
+
+    before, after = usable(pre), usable(post)
     keys = sorted(before.keys() & after.keys())
     pre_ok = [bool(before[k].success) for k in keys]
     post_ok = [bool(after[k].success) for k in keys]
     improved = sum(1 for a, b in zip(pre_ok, post_ok) if not a and b)
     regressed = sum(1 for a, b in zip(pre_ok, post_ok) if a and not b)
-    reward_pairs = [
-        (before[k].reward, after[k].reward) for k in keys
+    differences = [
+        after[k].reward - before[k].reward for k in keys
         if before[k].reward is not None and after[k].reward is not None
     ]
+    bootstrap = paired_bootstrap(differences, seed=seed)
     pre_rate = sum(pre_ok) / len(keys) if keys else None
     post_rate = sum(post_ok) / len(keys) if keys else None
     return Delta(
@@ -82,7 +153,41 @@ def paired_delta(pre: Sequence[Rollout], post: Sequence[Rollout]) -> Delta:
         improved=improved,
         regressed=regressed,
         p_value=mcnemar_exact(improved, regressed),
-        reward_delta=mean([b - a for a, b in reward_pairs]),
+        reward_pairs=len(differences),
+        reward_delta=sum(differences) / len(differences) if differences else None,
+        reward_ci_low=bootstrap[0] if bootstrap else None,
+        reward_ci_high=bootstrap[1] if bootstrap else None,
+        reward_p_value=bootstrap[2] if bootstrap else None,
+    )
+
+
+def _status(item: Rollout | Outcome) -> str:
+    return item.status.value if isinstance(item, Rollout) else item.status
+
+
+def paired_report(
+    pre: Sequence[Rollout | Outcome], post: Sequence[Rollout | Outcome],
+    tags: Mapping[str, Sequence[str]], *, seed: int = 0,
+) -> DeltaReport:
+    tasks = sorted({r.task for r in [*pre, *post]})
+    tag_names = sorted({tag for task in tasks for tag in tags.get(task, ())})
+
+    def having(items, predicate):
+        return [r for r in items if predicate(r.task)]
+
+    return DeltaReport(
+        overall=paired_delta(pre, post, seed=seed),
+        tasks={
+            task: paired_delta(having(pre, task.__eq__), having(post, task.__eq__), seed=seed)
+            for task in tasks
+        },
+        tags={
+            tag: paired_delta(
+                having(pre, lambda t: tag in tags.get(t, ())),
+                having(post, lambda t: tag in tags.get(t, ())), seed=seed,
+            )
+            for tag in tag_names
+        },
     )
 
 
@@ -90,33 +195,51 @@ def _phase(rollouts: Sequence[Rollout], phase: str) -> list[Rollout]:
     return [r for r in rollouts if r.phase == phase]
 
 
+def _phase_report(rollouts, tags, **options) -> PhaseReport:
+    return PhaseReport(
+        overall=summarize(rollouts, **options),
+        tasks=summarize_by_task(rollouts, **options),
+        tags=summarize_by_tag(rollouts, tags, **options),
+    )
+
+
+def outcomes(rollouts: Sequence[Rollout], retried: set[RolloutKey] = frozenset()) -> list[Outcome]:
+    return [
+        Outcome(task=r.task, row_id=r.row_id, sample_index=r.sample_index, status=r.status.value,
+                success=r.success, reward=r.reward, retried=rollout_key(r) in retried)
+        for r in sorted(rollouts, key=lambda r: (r.task, r.row_id, r.sample_index))
+    ]
+
+
 def build_report(
-    *, run_id: str, mode: str, config: dict[str, Any], overrides: Sequence[str], versions: dict[str, str], git_sha: str | None,
-    started_at: str, wall_time_s: float, rollouts: Sequence[Rollout], item_phase: str,
-    train_steps: Sequence[dict[str, Any]] = (),
+    *, run_id: str, mode: str, config: dict[str, Any], overrides: Sequence[str],
+    versions: dict[str, str], git_sha: str | None, started_at: str, wall_time_s: float,
+    rollouts: Sequence[Rollout], item_phase: str, train_steps: Sequence[dict[str, Any]] = (),
+    tags: Mapping[str, Sequence[str]] | None = None, discarded: Sequence[Rollout] = (),
 ) -> Report:
-    items = _phase(rollouts, item_phase)
+    """The report of one run. `tags` maps task -> its tags; `discarded` are earlier attempts
+    (rollouts.discarded.jsonl) that make their redone rollouts count as retried. Bootstrap
+    intervals are seeded with the config's `seed`, so re-rendering gives the same numbers."""
+    tags = {task: list(values) for task, values in (tags or {}).items()}
+    unique, retried = deduplicate(rollouts, discarded)
+    options = {"retried": retried, "seed": int(config.get("seed") or 0)}
+    items = _phase(unique, item_phase)
     report = Report(
         run=RunInfo(
             id=run_id, mode=mode, config=config, overrides=list(overrides),
             versions=versions, git_sha=git_sha, started_at=started_at, wall_time_s=wall_time_s,
         ),
-        overall=summarize(items),
-        tasks=summarize_by_task(items),
+        overall=summarize(items, **options),
+        tasks=summarize_by_task(items, **options),
+        tags=summarize_by_tag(items, tags, **options),
+        task_tags={task: values for task, values in sorted(tags.items()) if values},
+        outcomes=outcomes(items, retried),
     )
     if mode == "run":
-        pre, post = _phase(rollouts, "pre"), _phase(rollouts, "post")
-        tasks = sorted({r.task for r in [*pre, *post]})
-        report.pre = PhaseReport(overall=summarize(pre), tasks=summarize_by_task(pre))
-        report.post = PhaseReport(overall=summarize(post), tasks=summarize_by_task(post))
-        report.delta = DeltaReport(
-            overall=paired_delta(pre, post),
-            tasks={
-                task: paired_delta([r for r in pre if r.task == task],
-                                   [r for r in post if r.task == task])
-                for task in tasks
-            },
-        )
+        pre, post = _phase(unique, "pre"), _phase(unique, "post")
+        report.pre = _phase_report(pre, tags, **options)
+        report.post = _phase_report(post, tags, **options)
+        report.delta = paired_report(pre, post, tags, seed=options["seed"])
     if train_steps:
         report.train = [
             TrainStep(step=line["step"], reward_mean=line.get("reward_mean"),

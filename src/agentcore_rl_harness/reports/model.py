@@ -1,13 +1,22 @@
-"""The report.json schema (pydantic): the single source for report files and viewers."""
+"""The report.json schema (pydantic): the single source for report files and viewers.
+
+`report.schema.json` beside this module is generated from `Report` (`python -m
+agentcore_rl_harness.reports.model > report.schema.json`); a test keeps the two equal.
+"""
 
 from __future__ import annotations
 
+import json
+
 from pydantic import BaseModel, Field
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
+# Which phase the pytest items of each mode are (the phase a report's headline numbers describe).
+ITEM_PHASE = {"eval": "eval", "collect": "collect", "run": "post", "train": "train"}
 DENOMINATOR_POLICY = (
-    "success_rate counts every rollout the agent ran: task_failed, timeout and agent_error are "
-    "failures; infra_error rollouts (the harness failed, not the agent) are excluded from n"
+    "success_rate, pass@k and pass^k count every rollout the agent ran: task_failed, timeout and "
+    "agent_error are failures; infra_error rollouts (the harness failed, not the agent) are "
+    "excluded from n and counted under failures; a retried rollout counts once (its last attempt)"
 )
 
 
@@ -18,20 +27,36 @@ class Interval(BaseModel):
     n: int = Field(description="Rollouts in the denominator.")
 
 
+class MeanInterval(BaseModel):
+    value: float | None = Field(description="Mean (None when n == 0).")
+    ci_low: float | None = Field(description="Lower bound of the 95% percentile bootstrap interval.")
+    ci_high: float | None = Field(description="Upper bound of the 95% percentile bootstrap interval.")
+    n: int = Field(description="Values averaged.")
+
+
 class Tokens(BaseModel):
     prompt: int = Field(description="Prompt tokens over all turns.")
     completion: int = Field(description="Sampled tokens over all turns.")
+    total: int = Field(description="prompt + completion.")
 
 
 class Summary(BaseModel):
     rollouts: int = Field(description="Rollout records counted, every status included.")
-    rows: int = Field(description="Distinct dataset rows.")
+    rows: int = Field(description="Distinct (task, row) pairs.")
+    samples_per_row: int = Field(description="Fewest counted samples of any row (the largest k).")
     success_rate: Interval = Field(description="Share of successful rollouts, see denominator.")
-    mean_reward: float | None = Field(description="Mean reward over rollouts that have one.")
-    pass_at_k: dict[str, float] = Field(description="Unbiased pass@k, averaged over rows.")
+    mean_reward: MeanInterval = Field(description="Mean reward over counted rollouts that have one.")
+    pass_at_k: dict[str, float] = Field(
+        description="Unbiased pass@k (at least one of k samples succeeds), averaged over rows.")
+    pass_hat_k: dict[str, float] = Field(
+        description="Unbiased pass^k (all k samples succeed), averaged over rows.")
     failures: dict[str, int] = Field(description="Rollout counts by non-completed status.")
     tokens: Tokens = Field(description="Token usage reported by the gateway.")
+    sessions: int = Field(description="Distinct agent sessions.")
+    turns: int = Field(description="Model turns over all rollouts.")
     elapsed_s: float = Field(description="Sum of rollout wall times.")
+    mean_elapsed_s: float | None = Field(description="Mean rollout wall time.")
+    retried: int = Field(description="Rollouts whose (task, row, sample, phase) ran more than once.")
     denominator: str = Field(default=DENOMINATOR_POLICY, description="How n is counted.")
 
 
@@ -42,29 +67,36 @@ class RunInfo(BaseModel):
     overrides: list[str] = Field(description="Config overrides given on the command line.")
     versions: dict[str, str] = Field(description="Versions of the packages that matter.")
     git_sha: str | None = Field(description="The project's git commit, when in a git checkout.")
-    started_at: str = Field(description="UTC start time, ISO 8601.")
+    started_at: str = Field(description="UTC start time, ISO 8601 ('' when not recorded).")
     wall_time_s: float = Field(description="Wall time of the session.")
 
 
 class PhaseReport(BaseModel):
     overall: Summary = Field(description="All tasks together, this phase only.")
     tasks: dict[str, Summary] = Field(description="Per task, this phase only.")
+    tags: dict[str, Summary] = Field(default_factory=dict, description="Per task tag, this phase.")
 
 
 class Delta(BaseModel):
-    pre: float | None = Field(description="Success rate before training, on the paired rollouts.")
-    post: float | None = Field(description="Success rate after training, on the paired rollouts.")
+    pre: float | None = Field(description="Success rate of A (before), on the paired rollouts.")
+    post: float | None = Field(description="Success rate of B (after), on the paired rollouts.")
     delta: float | None = Field(description="post - pre, in absolute terms (0.25 = +25pp).")
-    pairs: int = Field(description="(row, sample) pairs present in both phases.")
+    pairs: int = Field(description="(task, row, sample) pairs present in both.")
     improved: int = Field(description="Pairs that failed before and succeeded after.")
     regressed: int = Field(description="Pairs that succeeded before and failed after.")
     p_value: float = Field(description="Two-sided exact McNemar test on the discordant pairs.")
-    reward_delta: float | None = Field(description="Mean reward post - pre on the pairs.")
+    reward_pairs: int = Field(default=0, description="Pairs where both rollouts have a reward.")
+    reward_delta: float | None = Field(description="Mean reward post - pre on the reward pairs.")
+    reward_ci_low: float | None = Field(default=None, description="Paired bootstrap 95% low.")
+    reward_ci_high: float | None = Field(default=None, description="Paired bootstrap 95% high.")
+    reward_p_value: float | None = Field(
+        default=None, description="Two-sided paired bootstrap p-value of the reward change.")
 
 
 class DeltaReport(BaseModel):
     overall: Delta = Field(description="All tasks together.")
     tasks: dict[str, Delta] = Field(description="Per task.")
+    tags: dict[str, Delta] = Field(default_factory=dict, description="Per task tag.")
 
 
 class TrainStep(BaseModel):
@@ -74,12 +106,50 @@ class TrainStep(BaseModel):
     loss: float | None = Field(description="Policy loss of the step.")
 
 
+class Outcome(BaseModel):
+    """One item-phase rollout, enough to pair two runs without their rollouts.jsonl."""
+
+    task: str = Field(description="Task name.")
+    row_id: str = Field(description="Dataset row id.")
+    sample_index: int = Field(description="Sample of the row.")
+    status: str = Field(description="Rollout status.")
+    success: bool | None = Field(description="Task success (None for infra_error).")
+    reward: float | None = Field(description="Reward, when scored.")
+    retried: bool = Field(default=False, description="This rollout ran more than once.")
+
+
+class GateFailure(BaseModel):
+    gate: str = Field(description="The gate, e.g. gates.min_success_rate.")
+    subject: str = Field(description="'overall' or a task name.")
+    value: float | None = Field(description="The measured value (a delta for regressions).")
+    threshold: float = Field(description="The configured limit.")
+    p_value: float | None = Field(default=None, description="The paired test's p-value, if any.")
+    message: str = Field(description="What failed, by how much, in one line.")
+
+
 class Report(BaseModel):
     schema_version: int = Field(default=REPORT_SCHEMA_VERSION, description="report.json version.")
     run: RunInfo = Field(description="What ran, with which config and versions.")
     overall: Summary = Field(description="All tasks together (the pytest items' phase).")
     tasks: dict[str, Summary] = Field(description="Per task (the pytest items' phase).")
+    tags: dict[str, Summary] = Field(default_factory=dict, description="Per task tag (items' phase).")
+    task_tags: dict[str, list[str]] = Field(default_factory=dict, description="Each task's tags.")
     pre: PhaseReport | None = Field(default=None, description="run mode: before training.")
     post: PhaseReport | None = Field(default=None, description="run mode: after training.")
     delta: DeltaReport | None = Field(default=None, description="run mode: paired pre vs post.")
     train: list[TrainStep] | None = Field(default=None, description="The reward curve, per step.")
+    outcomes: list[Outcome] = Field(
+        default_factory=list, description="Per item-phase rollout, for paired comparisons.")
+    gates: list[GateFailure] = Field(default_factory=list, description="Gates that failed.")
+
+
+def json_schema() -> dict:
+    return Report.model_json_schema()
+
+
+def json_schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    print(json_schema_text(), end="")

@@ -1,30 +1,59 @@
-"""Write report.json, report.md and junit.xml from the report model and the rollouts."""
+"""Write report.json, report.md, report.html and junit.xml from the report model and rollouts."""
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..records import Rollout, Status
+from .build import deduplicate
 from .model import Delta, Report, Summary
 
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
-def write_reports(run_dir: Path, report: Report, rollouts: Sequence[Rollout]) -> None:
+
+def write_reports(
+    run_dir: Path, report: Report, rollouts: Sequence[Rollout], *, tokenizer: Path | None = None,
+) -> None:
+    """All four report files; report.md is also appended to $GITHUB_STEP_SUMMARY when set.
+
+    `tokenizer` (an HF folder) adds decoded text to the HTML token view; ids are always shown.
+    """
+    from .html import render_html
+
     run_dir = Path(run_dir)
+    unique, _ = deduplicate(rollouts)
+    markdown = render_markdown(report)
     (run_dir / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
-    (run_dir / "report.md").write_text(render_markdown(report), encoding="utf-8")
-    (run_dir / "junit.xml").write_bytes(render_junit(report, rollouts))
+    (run_dir / "report.md").write_text(markdown, encoding="utf-8")
+    (run_dir / "report.html").write_text(
+        render_html(report, unique, tokenizer=tokenizer), encoding="utf-8")
+    (run_dir / "junit.xml").write_bytes(render_junit(report, unique))
+    summary_path = os.environ.get(STEP_SUMMARY_ENV)
+    if summary_path:
+        with open(summary_path, "a", encoding="utf-8") as handle:
+            handle.write(markdown + "\n")
 
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
+def _num(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _pp(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:+.1f}pp"
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+            .replace("<", "&lt;").replace(">", "&gt;"))
 
 
 def verdict(summary: Summary) -> str:
@@ -38,11 +67,33 @@ def verdict(summary: Summary) -> str:
 def delta_line(delta: Delta) -> str:
     if delta.delta is None:
         return "no paired rollouts"
-    return (
-        f"{_pct(delta.pre)} -> {_pct(delta.post)} ({100 * delta.delta:+.1f}pp, "
+    line = (
+        f"{_pct(delta.pre)} -> {_pct(delta.post)} ({_pp(delta.delta)}, "
         f"{delta.pairs} pairs, {delta.improved} improved / {delta.regressed} regressed, "
         f"McNemar p={delta.p_value:.3g})"
     )
+    if delta.reward_p_value is not None:
+        line += f"; reward {delta.reward_delta:+.3f} (bootstrap p={delta.reward_p_value:.3g})"
+    return line
+
+
+def verdict_line(report: Report) -> str:
+    """One line a reviewer reads first: the headline, the change, failed gates."""
+    parts = [verdict(report.overall)]
+    if report.delta is not None:
+        overall = report.delta.overall
+        if overall.delta is None:
+            parts.append("no paired pre/post rollouts")
+        else:
+            significant = "significant" if overall.p_value < 0.05 else "not significant"
+            parts.append(f"{_pp(overall.delta)} vs pre-training ({significant}, "
+                         f"p={overall.p_value:.3g})")
+    if report.gates:
+        parts.append(f"{len(report.gates)} gate(s) FAILED")
+    infra = report.overall.failures.get(Status.INFRA_ERROR.value, 0)
+    if infra:
+        parts.append(f"{infra} infrastructure error(s)")
+    return "; ".join(parts)
 
 
 def _delta_section(report: Report) -> list[str]:
@@ -50,16 +101,23 @@ def _delta_section(report: Report) -> list[str]:
         return []
     lines = [
         "",
-        "## Before and after training (paired by row and sample)",
+        "## Before and after training (paired by task, row and sample)",
         "",
-        "| task | pre | post | delta | pairs | improved / regressed | p (McNemar) |",
-        "|---|---|---|---|---|---|---|",
+        "| task | pre | post | delta | pairs | improved / regressed | p (McNemar) "
+        "| reward delta [95% CI] | p (bootstrap) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, delta in [*report.delta.tasks.items(), ("**overall**", report.delta.overall)]:
-        change = "n/a" if delta.delta is None else f"{100 * delta.delta:+.1f}pp"
+    rows = [*report.delta.tasks.items(),
+            *((f"tag:{tag}", delta) for tag, delta in report.delta.tags.items()),
+            ("**overall**", report.delta.overall)]
+    for name, delta in rows:
+        reward = "n/a" if delta.reward_delta is None else (
+            f"{delta.reward_delta:+.3f} [{_num(delta.reward_ci_low)}, {_num(delta.reward_ci_high)}]")
+        reward_p = "n/a" if delta.reward_p_value is None else f"{delta.reward_p_value:.3g}"
         lines.append(
-            f"| {_md_cell(name)} | {_pct(delta.pre)} | {_pct(delta.post)} | {change} | "
-            f"{delta.pairs} | {delta.improved} / {delta.regressed} | {delta.p_value:.3g} |"
+            f"| {_md_cell(name)} | {_pct(delta.pre)} | {_pct(delta.post)} | {_pp(delta.delta)} | "
+            f"{delta.pairs} | {delta.improved} / {delta.regressed} | {delta.p_value:.3g} | "
+            f"{reward} | {reward_p} |"
         )
     return lines
 
@@ -70,39 +128,64 @@ def _train_section(report: Report) -> list[str]:
     lines = ["", "## Training reward per step", "", "| step | reward | success | loss |",
              "|---|---|---|---|"]
     for step in report.train:
-        reward = "n/a" if step.reward_mean is None else f"{step.reward_mean:.3f}"
-        loss = "n/a" if step.loss is None else f"{step.loss:.4f}"
-        lines.append(f"| {step.step} | {reward} | {_pct(step.success_rate)} | {loss} |")
+        lines.append(f"| {step.step} | {_num(step.reward_mean)} | {_pct(step.success_rate)} | "
+                     f"{_num(step.loss, 4)} |")
+    return lines
+
+
+def _failures_section(report: Report) -> list[str]:
+    if not report.overall.failures and not report.overall.retried and not report.gates:
+        return []
+    lines = ["", "## Failures", ""]
+    for status, count in report.overall.failures.items():
+        lines.append(f"- `{status}`: {count} of {report.overall.rollouts} rollouts")
+    if report.overall.retried:
+        lines.append(f"- retried rollouts: {report.overall.retried}")
+    for gate in report.gates:
+        lines.append(f"- gate FAILED: {_md_cell(gate.message)}")
     return lines
 
 
 def render_markdown(report: Report) -> str:
+    model = report.run.config.get("model", {})
+    model_name = model.get("name") if isinstance(model, dict) else model
     lines = [
-        f"# agentcore-rl {report.run.mode} report — {report.run.id}",
+        f"# agentcore-rl {report.run.mode} report — {_md_cell(report.run.id)}",
         "",
-        f"**{verdict(report.overall)}**, model `{report.run.config.get('model', {}).get('name')}`,"
-        f" wall time {report.run.wall_time_s:.1f}s.",
+        f"**{verdict_line(report)}**",
         "",
-        "| task | success | 95% CI | n | mean reward | pass@1 | failures |",
-        "|---|---|---|---|---|---|---|",
+        f"Model `{model_name}`, wall time {report.run.wall_time_s:.1f}s, "
+        f"{report.overall.sessions} sessions, {report.overall.tokens.total} tokens.",
+        "",
+        "| task | success | 95% CI | n | mean reward [95% CI] | pass@1 | pass^k | delta | failures |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, summary in [*report.tasks.items(), ("**overall**", report.overall)]:
-        rate = summary.success_rate
+    deltas = report.delta.tasks if report.delta else {}
+    rows = [*report.tasks.items(), *((f"tag:{tag}", s) for tag, s in report.tags.items()),
+            ("**overall**", report.overall)]
+    for name, summary in rows:
+        rate, reward = summary.success_rate, summary.mean_reward
         failures = ", ".join(f"{k}: {v}" for k, v in summary.failures.items()) or "—"
-        reward = "n/a" if summary.mean_reward is None else f"{summary.mean_reward:.3f}"
-        pass1 = summary.pass_at_k.get("1")
+        reward_text = "n/a" if reward.value is None else (
+            f"{reward.value:.3f} [{_num(reward.ci_low)}, {_num(reward.ci_high)}]")
+        k = str(summary.samples_per_row)
+        pass_hat = f"^{k}: {_pct(summary.pass_hat_k.get(k))}" if summary.samples_per_row else "n/a"
+        delta = report.delta.overall if name == "**overall**" and report.delta else deltas.get(name)
         lines.append(
             f"| {_md_cell(name)} | {_pct(rate.value)} | {_pct(rate.ci_low)}–{_pct(rate.ci_high)}"
-            f" | {rate.n} | {reward} | {_pct(pass1)} | {_md_cell(failures)} |"
+            f" | {rate.n} | {reward_text} | {_pct(summary.pass_at_k.get('1'))} | {pass_hat} | "
+            f"{_pp(delta.delta) if delta else '—'} | {_md_cell(failures)} |"
         )
     lines += _delta_section(report)
+    lines += _failures_section(report)
     lines += _train_section(report)
     lines += [
         "",
         f"Denominator: {report.overall.denominator}.",
         "",
-        "Files: [rollouts.jsonl](rollouts.jsonl) · [report.json](report.json) · "
-        "[junit.xml](junit.xml) · [config.yaml](config.yaml)",
+        "Files: [report.html](report.html) · [rollouts.jsonl](rollouts.jsonl) · "
+        "[report.json](report.json) · [junit.xml](junit.xml) · [config.yaml](config.yaml)"
+        + (" · [train/steps.jsonl](train/steps.jsonl)" if report.train else ""),
         "",
     ]
     return "\n".join(lines)
@@ -114,6 +197,7 @@ def render_junit(report: Report, rollouts: Sequence[Rollout]) -> bytes:
     by_task: dict[str, list[Rollout]] = {}
     for rollout in rollouts:
         by_task.setdefault(rollout.task, []).append(rollout)
+    config = report.run.config
     for task, items in sorted(by_task.items()):
         suite = ET.SubElement(
             suites,
@@ -124,13 +208,16 @@ def render_junit(report: Report, rollouts: Sequence[Rollout]) -> bytes:
             errors=str(sum(1 for r in items if _junit_kind(r) == "error")),
             skipped="0",
             time=f"{sum(r.elapsed_s for r in items):.3f}",
-            hostname=platform.node(),
+            timestamp=report.run.started_at[:19] or "1970-01-01T00:00:00",
+            hostname=platform.node() or "localhost",
         )
         props = ET.SubElement(suite, "properties")
         for key, value in (
             ("mode", report.run.mode),
-            ("model", str(report.run.config.get("model", {}).get("name"))),
+            ("model", str(_section(config, "model").get("name"))),
+            ("trainer", str(_section(config, "trainer").get("kind"))),
             ("overrides", json.dumps(report.run.overrides)),
+            ("run_id", report.run.id),
         ):
             ET.SubElement(props, "property", name=key, value=value)
         for rollout in items:
@@ -147,14 +234,25 @@ def render_junit(report: Report, rollouts: Sequence[Rollout]) -> bytes:
                 ("status", rollout.status.value),
                 ("session_id", rollout.session_id),
                 ("elapsed_s", f"{rollout.elapsed_s:.3f}"),
+                ("phase", rollout.phase),
             ):
                 ET.SubElement(case_props, "property", name=key, value=value)
             kind = _junit_kind(rollout)
             if kind:
                 ET.SubElement(
                     case, kind, message=rollout.status.value, type=rollout.status.value
-                ).text = rollout.error or ""
+                ).text = _xml_text(rollout.error or "")
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+
+
+def _section(config: dict, name: str) -> dict:
+    value = config.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def _xml_text(text: str) -> str:
+    """Drop characters XML 1.0 cannot carry (control characters in agent errors)."""
+    return "".join(c for c in text if c in "\t\n\r" or ord(c) >= 0x20)
 
 
 def _junit_kind(rollout: Rollout) -> str | None:

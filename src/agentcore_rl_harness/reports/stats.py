@@ -1,4 +1,4 @@
-"""Pure statistics for reports: Wilson intervals and unbiased pass@k."""
+"""Pure statistics for reports: Wilson, bootstrap, unbiased pass@k and pass^k, McNemar."""
 
 from __future__ import annotations
 
@@ -40,3 +40,55 @@ def mcnemar_exact(improved: int, regressed: int) -> float:
     k = min(improved, regressed)
     tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
     return min(1.0, 2 * tail)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass^k (all k draws succeed) for one row: C(c, k) / C(n, k)."""
+    if k > n:
+        raise ValueError(f"k={k} exceeds the {n} samples of the row")
+    return math.comb(c, k) / math.comb(n, k)
+
+
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def bootstrap_mean_interval(
+    values: Sequence[float], *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
+    confidence: float = 0.95,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean (seeded, so a report is reproducible)."""
+    if not values:
+        return None
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    return float(min(low, data.mean())), float(max(high, data.mean()))
+
+
+def paired_bootstrap(
+    differences: Sequence[float], *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
+) -> tuple[float, float, float] | None:
+    """Paired bootstrap of a mean difference: (ci_low, ci_high, two-sided p-value).
+
+    The p-value resamples the differences re-centred on zero (the null of no change) and counts
+    resampled means at least as far from zero as the observed one, with the +1 correction so that
+    it is never exactly 0. One pair, or no mean change, gives p = 1.
+    """
+    if not differences:
+        return None
+    import numpy as np
+
+    data = np.asarray(differences, dtype=float)
+    observed = float(data.mean())
+    low, high = bootstrap_mean_interval(differences, seed=seed, resamples=resamples)  # type: ignore[misc]
+    if len(data) < 2 or abs(observed) < 1e-12:
+        return low, high, 1.0
+    rng = np.random.default_rng(seed + 1)
+    centred = data - observed
+    means = centred[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    extreme = int(np.sum(np.abs(means) >= abs(observed) - 1e-12))
+    return low, high, (extreme + 1) / (resamples + 1)

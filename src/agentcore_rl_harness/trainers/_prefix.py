@@ -11,6 +11,8 @@ the gradients are those of the unshared pass up to float rounding.
 A trace's prefix stops one token before its first trained token: the hidden state that predicts
 a trained token is then always computed in the leaf pass, and the prefix needs no logits at all.
 Only plain full-attention `DynamicLayer` caches are supported (sliding windows drop old keys).
+With dropout on (lora_dropout > 0) the traces of a prefix share its dropout mask: the gradient is
+still unbiased, but it is no longer the unshared pass's sample.
 """
 
 from __future__ import annotations
@@ -133,13 +135,13 @@ def trained_hidden_states(
                 use_cache=True,
                 **{cache_arg: cache},
             )
-            tensors = _layer_tensors(cache)
+            tensors = _layer_tensors(cache, node.end)
         if node.leaves:
-            _run_leaves(node, tensors)
+            run_leaves(node, tensors)
         for child in node.children:
             visit(child, tensors)
 
-    def _run_leaves(node: PrefixNode, tensors: list[tuple[Any, Any]] | None) -> None:
+    def run_leaves(node: PrefixNode, tensors: list[tuple[Any, Any]] | None) -> None:
         depth = node.end
         suffixes = [sequences[index][depth:] for index in node.leaves]
         width = max(len(suffix) for suffix in suffixes)
@@ -159,7 +161,7 @@ def trained_hidden_states(
             **({cache_arg: cache} if cache is not None else {}),
         ).last_hidden_state
         for row, index in enumerate(node.leaves):
-            columns = torch.tensor([position - depth for position in positions[index]], device=device)
+            columns = torch.tensor([p - depth for p in positions[index]], dtype=torch.long, device=device)
             found[index] = hidden[row].index_select(0, columns)
 
     visit(tree, None)
@@ -180,9 +182,14 @@ def _cache(tensors: list[tuple[Any, Any]] | None, *, rows: int) -> Any:
     return cache
 
 
-def _layer_tensors(cache: Any) -> list[tuple[Any, Any]]:
+def _layer_tensors(cache: Any, length: int) -> list[tuple[Any, Any]]:
     from transformers.cache_utils import DynamicLayer
 
+    if cache.get_seq_length() != length:
+        raise RuntimeError(
+            f"the prefix pass left {cache.get_seq_length()} cached tokens instead of {length} (is "
+            "gradient checkpointing turning use_cache off?); set trainer.share_prefix=false"
+        )
     tensors = []
     for index, layer in enumerate(cache.layers):
         if type(layer) is not DynamicLayer:
