@@ -1,0 +1,130 @@
+"""`agentcore-rl sweep`: Hydra multirun, one pytest process per job, a sweep summary."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from agentcore_rl_harness.sweep import render_summary, summarize_sweep
+
+CLI = [sys.executable, "-m", "agentcore_rl_harness.cli", "sweep"]
+
+AGENT = '''
+from bedrock_agentcore import BedrockAgentCoreApp
+from openai import OpenAI
+
+app = BedrockAgentCoreApp()
+
+@app.entrypoint
+def invoke(payload):
+    rollout = payload["_rollout"]
+    client = OpenAI(base_url=rollout["base_url"], api_key=rollout["api_key"])
+    reply = client.chat.completions.create(
+        model=rollout["model_id"], messages=[{"role": "user", "content": payload["question"]}])
+    return {"reply": reply.choices[0].message.content or ""}
+'''
+
+TASK = '''
+import agentcore_rl_harness as arl
+
+@arl.task(dataset="data.jsonl", agent="agent.py", samples=2)
+def test_toy(rollout, row):
+    rollout.reward = float(len(rollout.result["reply"]) % 2 == 0)
+    assert rollout.reward == 1.0
+'''
+
+
+@pytest.fixture
+def project(tmp_path):
+    rows = [{"id": f"r{i}", "split": "test", "question": f"Say {i}"} for i in range(1)]
+    (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (tmp_path / "agent.py").write_text(AGENT)
+    (tmp_path / "test_toy.py").write_text(TASK)
+    return tmp_path
+
+
+def _sweep(cwd, *args, timeout=900):
+    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+BASE = ["sweep.mode=eval", "sweep.paths=[test_toy.py]", "model=tiny", "sampling.max_tokens=4",
+        "runtime.concurrency=2"]
+
+
+def _check_2x2(project, sweep_dir, result):
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads((sweep_dir / "sweep.json").read_text())
+    jobs = summary["jobs"]
+    assert len(jobs) == 4 and summary["failed"] == []
+    assert sorted(tuple(job["overrides"][-2:]) for job in jobs) == sorted(
+        (f"seed={seed}", f"sampling.temperature={temperature}")
+        for seed in (0, 1) for temperature in (0.5, 1.0))
+    assert sum(job["best"] for job in jobs) == 1
+    for job in jobs:
+        job_dir = sweep_dir / f"job-{job['job']}"
+        config = (job_dir / "config.yaml").read_text()
+        assert "sweep" not in config and "hydra" not in config  # the job's config only
+        assert job["command"][job["command"].index("--agentcore-rl-config") + 1] == str(
+            job_dir / "config.yaml")
+        assert all(part.startswith("/") for part in job["command"] if part.endswith(".py"))
+        report = json.loads((job_dir / "run" / "report.json").read_text())
+        assert report["overall"]["rollouts"] == 2  # 1 row x 2 samples
+        seed = int(job["overrides"][-2].split("=")[1])
+        assert report["run"]["config"]["seed"] == seed
+        assert job["metrics"]["n"] == 2
+    markdown = (sweep_dir / "sweep.md").read_text()
+    assert "4 job(s), 0 failed" in markdown and "**best**" in markdown
+
+
+@pytest.mark.slow
+def test_2x2_multirun_runs_one_pytest_session_per_job(project, tiny_model_dir):
+    sweep_dir = project / "sw"
+    result = _sweep(project, "-m", *BASE, "seed=0,1", "sampling.temperature=0.5,1.0",
+                    f"hydra.sweep.dir={sweep_dir}")
+    _check_2x2(project, sweep_dir, result)
+
+
+@pytest.mark.slow
+def test_2x2_multirun_with_the_joblib_launcher(project, tiny_model_dir):
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher",
+                        reason="pip install hydra-joblib-launcher")
+    sweep_dir = project / "sw"
+    result = _sweep(project, "-m", *BASE, "seed=0,1", "sampling.temperature=0.5,1.0",
+                    f"hydra.sweep.dir={sweep_dir}", "hydra/launcher=joblib",
+                    "hydra.launcher.n_jobs=2")
+    _check_2x2(project, sweep_dir, result)
+
+
+def test_a_failed_job_makes_the_sweep_exit_non_zero(project):
+    result = _sweep(project, "sweep.mode=bogus", "model=tiny", f"hydra.run.dir={project / 'one'}",
+                    timeout=120)
+    assert result.returncode == 1, result.stderr[-2000:]
+    summary = json.loads((project / "one" / "sweep.json").read_text())
+    assert summary["failed"] == [0] and summary["best"] is None
+    assert "sweep.mode='bogus'" in (project / "one" / "sweep.md").read_text()
+
+
+def test_bad_override_is_reported_by_hydra(project):
+    result = _sweep(project, "no_such_group=1", timeout=120)
+    assert result.returncode != 0 and "no_such_group" in result.stderr
+
+
+def test_summary_marks_the_best_job_and_failures(tmp_path):
+    for number, (success, returncode) in enumerate([(0.25, 0), (0.75, 0), (None, 1)]):
+        job_dir = tmp_path / f"job-{number}"
+        (job_dir / "run").mkdir(parents=True)
+        (job_dir / "job.json").write_text(json.dumps({
+            "job": number, "overrides": [f"seed={number}"], "dir": str(job_dir), "mode": "eval",
+            "returncode": returncode, "error": None if returncode == 0 else "pytest exited 1",
+            "run_dir": str(job_dir / "run"),
+        }))
+        if success is not None:
+            (job_dir / "run" / "report.json").write_text(json.dumps({"overall": {
+                "success_rate": {"value": success, "ci_low": 0.0, "ci_high": 1.0, "n": 4},
+                "mean_reward": {"value": success}, "failures": {}}}))
+    summary = summarize_sweep(tmp_path)
+    assert summary["best"] == 1 and summary["failed"] == [2]
+    text = render_summary(summary)
+    assert "| 1 **best** | `seed=1` | ok | 75.0%" in text and "FAILED (pytest exited 1)" in text
+    assert json.loads((tmp_path / "sweep.json").read_text())["best"] == 1
