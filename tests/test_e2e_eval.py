@@ -194,3 +194,24 @@ def test_sigterm_stops_sessions_and_keeps_what_finished(pytester, tiny_model_dir
     assert report["overall"]["rollouts"] == 1
     time.sleep(1.0)
     assert not subprocess.run(["pgrep", "-f", agent], capture_output=True).stdout.strip()
+
+
+def test_gates_fail_the_build_and_baselines_compare(pytester, tiny_model_dir):
+    rows = [{"id": f"q{i}", "split": "test", "n": i, "question": f"What is {i}?"} for i in range(3)]
+    _project(pytester, rows)
+    failed = _run(pytester, "--agentcore-rl-set", "gates.min_success_rate=0.9",
+                  "--agentcore-rl-save-baseline", "main")
+    assert failed.ret == 1, failed.stdout.str()[-3000:]
+    failed.stdout.fnmatch_lines(["*agentcore-rl gate FAILED*0.9*"])
+    assert (pytester.path / ".agentcore-rl" / "baselines" / "main.json").is_file()
+    # same task, same seeds: no regression against the saved baseline, so the gate passes
+    again = pytester.runpytest_subprocess(
+        "--agentcore-rl", "eval", "--agentcore-rl-set", "model=tiny",
+        "--agentcore-rl-set", "sampling.max_tokens=8", "--agentcore-rl-out", "run2",
+        "--agentcore-rl-compare", "main",
+        "--agentcore-rl-set", "gates.max_regression={success_rate: -2pp}", timeout=600,
+    )
+    assert again.ret == 0, again.stdout.str()[-3000:]
+    missing = pytester.runpytest_subprocess("--agentcore-rl", "eval", "--agentcore-rl-compare", "nope")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*--agentcore-rl-compare 'nope': not a run directory*"])

@@ -31,6 +31,7 @@ class SamplerConfig:
     kind: str = "hf"
     max_batch_size: int = 16
     batch_wait_s: float = 0.005
+    prefix_cache_tokens: int = 32768  # KV prefix cache size in tokens (0 = off); ~45 KiB/token for SmolLM2
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,8 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class GatesConfig:
-    min_success_rate: float | None = None
+    min_success_rate: float | dict[str, float] | None = None  # overall, or {task|overall: rate}
+    max_regression: dict[str, str] | None = None  # {success_rate: -2pp}; needs --agentcore-rl-compare
 
 
 # Keys of the `trainer` node that drive the training loop (the rest configure the trainer).
@@ -303,7 +305,19 @@ def _coerce(hint: Any, value: Any, key: str) -> Any:
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        return _coerce(inner[0], value, key)
+        errors = []
+        for option in inner:
+            try:
+                return _coerce(option, value, key)
+            except ConfigError as exc:
+                errors.append(exc)
+        raise errors[0]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key {key} must be a mapping, got {value!r}")
+        key_type, value_type = typing.get_args(hint) or (Any, Any)
+        return {k: _coerce(value_type, v, f"{key}.{k}") if value_type is not Any else v
+                for k, v in value.items()}
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"config key {key} must be a list, got {value!r}")

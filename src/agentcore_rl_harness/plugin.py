@@ -14,7 +14,7 @@ import pytest
 
 from .errors import ConfigError, HarnessError
 from .scoring import RolloutHandle
-from .session import MODES, SESSION_KEY, RunSession, TrainItem
+from .session import MODES, SESSION_KEY, RunSession, TrainItem, resolve_baseline
 from .tasks import case_id, task_spec
 
 CASE_FIXTURE = "_arl_case"
@@ -63,6 +63,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="continue a stopped run in DIR: keep finished rollouts, redo the rest, "
         "resume training from the last checkpoint",
     )
+    group.addoption(
+        "--agentcore-rl-compare",
+        dest="agentcore_rl_compare",
+        metavar="BASELINE",
+        default=None,
+        help="a baseline run directory, report.json or saved baseline name; gates.max_regression "
+        "is judged against it",
+    )
+    group.addoption(
+        "--agentcore-rl-save-baseline",
+        dest="agentcore_rl_save_baseline",
+        metavar="NAME",
+        default=None,
+        help="keep this run's report as the named baseline (.agentcore-rl/baselines/NAME.json)",
+    )
     parser.addini("agentcore_rl_set", "Hydra overrides applied before --agentcore-rl-set", "linelist")
 
 
@@ -73,7 +88,8 @@ def pytest_configure(config: pytest.Config) -> None:
     mode = config.getoption("agentcore_rl")
     if mode is None:
         for flag in (
-            "agentcore_rl_set", "agentcore_rl_config", "agentcore_rl_out", "agentcore_rl_resume"
+            "agentcore_rl_set", "agentcore_rl_config", "agentcore_rl_out", "agentcore_rl_resume",
+            "agentcore_rl_compare", "agentcore_rl_save_baseline",
         ):
             if config.getoption(flag):
                 name = "--" + flag.replace("_", "-")
@@ -119,6 +135,19 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"agentcore-rl config: {exc}") from exc
     except HarnessError as exc:
         raise pytest.UsageError(f"agentcore-rl: {exc}") from exc
+    baseline = config.getoption("agentcore_rl_compare")
+    if baseline:
+        try:
+            run.compare_path = resolve_baseline(Path(config.rootpath), baseline)
+        except HarnessError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+    name = config.getoption("agentcore_rl_save_baseline")
+    if name is not None:
+        if not name or "/" in name or name.startswith("."):
+            raise pytest.UsageError(
+                f"--agentcore-rl-save-baseline {name!r}: use a plain name like 'main'"
+            )
+        run.save_baseline = name
     config.stash[SESSION_KEY] = run
     _interrupt_on_sigterm()
 

@@ -164,6 +164,7 @@ class Harness:
                 model,
                 max_batch_size=cfg.sampler.max_batch_size,
                 batch_wait_s=cfg.sampler.batch_wait_s,
+                prefix_cache_tokens=cfg.sampler.prefix_cache_tokens,
             )
             self.model_id = cfg.model.name
             self.gateway = GatewayServer(

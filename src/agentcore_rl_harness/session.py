@@ -30,6 +30,8 @@ from .errors import HarnessError
 from .records import Rollout, Status
 from .reports import render
 from .reports.build import build_report
+from .reports.compare import check_gates
+from .reports.load import load_report, read_discarded
 from .reports.model import Report
 from .runner import Case, Episode, Harness
 from .scoring import RolloutHandle, Verdict, apply_rewards, make_rollout, score_offline
@@ -40,7 +42,7 @@ MODES = ("eval", "collect", "train", "run")
 SESSION_KEY = pytest.StashKey["RunSession"]()
 ERROR_TEXT_LIMIT = 4000
 PROGRESS_EVERY_S = 15.0
-ITEM_PHASE = {"eval": "eval", "collect": "collect", "run": "post", "train": "train"}
+from .reports.model import ITEM_PHASE  # noqa: E402  (the phase of the pytest items per mode)
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,9 @@ class RunSession:
     report: Report | None = None
     resumed: list[Rollout] | None = None
     replayed: dict[str, Rollout] = field(default_factory=dict)
+    specs: dict[str, TaskSpec] = field(default_factory=dict)
+    compare_path: Path | None = None
+    save_baseline: str | None = None
 
     @classmethod
     def create(
@@ -132,6 +137,7 @@ class RunSession:
         return "train" if self.mode == "collect" else self.config.typed.eval.split
 
     def cases_for(self, spec: TaskSpec) -> list[Any]:
+        self.specs[spec.name] = spec
         if self.mode == "train":
             return [TrainItem(spec)]
         rows = load_rows(spec, self.split)
@@ -396,11 +402,15 @@ class RunSession:
             rollouts=self.rollouts,
             item_phase=self.phase,
             train_steps=self.train_steps,
+            tags={name: list(spec.tags) for name, spec in self.specs.items()},
+            discarded=read_discarded(self.store.run_dir),
         )
+        self._check_gates()
         render.write_reports(self.store.run_dir, self.report, self.rollouts)
+        if self.save_baseline:
+            self._write_baseline()
         if self.mode == "collect" and self.rollouts:
             self._save_dataset()
-        self._check_gates()
         if exitstatus == pytest.ExitCode.TESTS_FAILED and not (
             self.infra_errors or self.other_failures or self.gate_failures
         ):
@@ -410,13 +420,28 @@ class RunSession:
         return exitstatus
 
     def _check_gates(self) -> None:
-        threshold = self.config.typed.gates.min_success_rate
-        value = self.report.overall.success_rate.value if self.report else None
-        if threshold is not None and (value is None or value < threshold):
-            shown = "n/a" if value is None else f"{value:.3f}"
-            self.gate_failures.append(
-                f"gates.min_success_rate: overall success {shown} < {threshold:.3f}"
+        """CI gates: min success rate, and regressions against a baseline (paired, p < 0.05)."""
+        assert self.report is not None
+        gates = self.config.typed.gates
+        try:
+            baseline = load_report(self.compare_path) if self.compare_path else None
+            failures = check_gates(
+                self.report, min_success_rate=gates.min_success_rate, baseline=baseline,
+                max_regression=gates.max_regression,
             )
+        except HarnessError as exc:
+            self.gate_failures = [f"gate configuration: {exc}"]
+            return
+        self.report.gates = failures
+        self.gate_failures = [failure.message for failure in failures]
+
+    def _write_baseline(self) -> None:
+        """Keep this run's report.json as a named baseline for `--agentcore-rl-compare NAME`."""
+        assert self.report is not None and self.save_baseline
+        path = baseline_path(self.rootdir, self.save_baseline)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.report.model_dump_json(indent=2), encoding="utf-8")
+        self.write(f"agentcore-rl: saved baseline {self.save_baseline!r} to {path}")
 
     def _save_dataset(self) -> None:
         from datasets import Dataset
@@ -451,6 +476,28 @@ class ExtraSessions:
             self._case, row={"id": self._case.row_id, **row}
         )
         return RolloutHandle(self._harness.loop.run(self._harness.run_case(case)))
+
+
+BASELINES_DIR = ".agentcore-rl/baselines"
+
+
+def baseline_path(rootdir: Path, name: str) -> Path:
+    """Where `--agentcore-rl-save-baseline NAME` keeps a report, and `--agentcore-rl-compare NAME`
+    finds it (a run directory or a report.json path works too)."""
+    return Path(rootdir) / BASELINES_DIR / f"{name}.json"
+
+
+def resolve_baseline(rootdir: Path, value: str) -> Path:
+    path = Path(value)
+    if path.exists():
+        return path
+    named = baseline_path(rootdir, value)
+    if named.is_file():
+        return named
+    raise HarnessError(
+        f"--agentcore-rl-compare {value!r}: not a run directory, a report.json, nor a baseline "
+        f"saved with --agentcore-rl-save-baseline (looked in {named.parent})"
+    )
 
 
 def _key(item: Case | Rollout) -> tuple[str, str, int]:
