@@ -279,16 +279,14 @@ class LocalTrainer:
             )
             for index, trace in enumerate(traces)
         ]
-        results: list[tuple[float | None, ...]] = []
+        results: list[tuple[float | None, ...]] = [(None,) * len(item.loss_mask) for item in items]
         with self._busy, self._sampler_lock(), torch.no_grad():
-            for item in items:
-                if not any(item.loss_mask):
-                    results.append((None,) * len(item.loss_mask))
-                    continue
-                tensors = self._tensors([item])
+            for micro in self._micro_batches([item for item in items if any(item.loss_mask)]):
+                tensors = self._tensors(micro)
                 with self._autocast():
-                    values = self._logprobs(self.policy_model, tensors)[0].tolist()
-                results.append(tuple(v if m else None for v, m in zip(values, item.loss_mask)))
+                    rows = self._logprobs(self.policy_model, tensors).tolist()
+                for item, values in zip(micro, rows):
+                    results[int(item.rollout_key)] = tuple(v if m else None for v, m in zip(values, item.loss_mask))
         return results
 
     def _micro_batches(self, items: list[BatchItem]) -> Iterator[list[BatchItem]]:
