@@ -39,6 +39,7 @@ Linearization is O(total tokens): each trace is built from its chain in one pass
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +89,19 @@ def _keys(messages: Sequence[Message]) -> list[tuple[Any, ...]]:
 
 HISTORY_MODES = ("exact", "template")
 
+# Renders a tree keeps (text by messages, tools and generation prompt): a turn's prompt render is
+# the next turn's render of the history before its reply, so each extending turn renders twice
+# instead of three times. A few entries cover concurrent requests on one session.
+RENDER_CACHE_SIZE = 8
+
+
+def _render_key(messages: Sequence[Message], tools_key: str, add_generation_prompt: bool) -> str | None:
+    """An exact key of what the template sees (dict order kept), or None when not JSON."""
+    try:
+        return json.dumps([messages, tools_key, add_generation_prompt], ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+
 
 def _without_reasoning(messages: Sequence[Message]) -> tuple[Message, ...]:
     return tuple({k: v for k, v in m.items() if k != "reasoning_content"} for m in messages)
@@ -107,6 +121,21 @@ class TurnTree:
         self._renderer = renderer
         self.history = history
         self._turns: list[Turn] = []
+        self._renders: OrderedDict[str, str] = OrderedDict()
+
+    def _render(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None, tools_key: str,
+                add_generation_prompt: bool = True) -> str:
+        """`renderer.render`, remembered for the last few distinct inputs of this tree."""
+        key = _render_key(messages, tools_key, add_generation_prompt)
+        if key is not None and key in self._renders:
+            self._renders.move_to_end(key)
+            return self._renders[key]
+        text = self._renderer.render(messages, tools=tools, add_generation_prompt=add_generation_prompt)
+        if key is not None:
+            self._renders[key] = text
+            if len(self._renders) > RENDER_CACHE_SIZE:
+                self._renders.popitem(last=False)
+        return text
 
     @property
     def turns(self) -> tuple[Turn, ...]:
@@ -119,17 +148,17 @@ class TurnTree:
         last = next((i for i in range(len(normalised) - 1, -1, -1) if normalised[i]["role"] == "assistant"), None)
         parent = None if last is None else self._find_parent(normalised, last, tools_key)
         if parent is not None and self.history == "template":
-            prompt = tuple(self._renderer.encode(self._renderer.render(normalised, tools=tools)))
+            prompt = tuple(self._renderer.encode(self._render(normalised, tools, tools_key)))
             sampled = parent.prompt_token_ids + parent.completion_token_ids
             if prompt[:len(sampled)] == sampled:
                 return PromptPlan(prompt, normalised, tools_key, parent.index, False)
             return PromptPlan(prompt, normalised, tools_key, None, True)
         if parent is not None:
-            extended = self._extend(parent, normalised, last, tools)
+            extended = self._extend(parent, normalised, last, tools, tools_key)
             if extended is not None:
                 prompt, drift = extended
                 return PromptPlan(prompt, normalised, tools_key, parent.index, drift)
-        prompt = tuple(self._renderer.encode(self._renderer.render(normalised, tools=tools)))
+        prompt = tuple(self._renderer.encode(self._render(normalised, tools, tools_key)))
         return PromptPlan(prompt, normalised, tools_key, None, parent is not None)
 
     def _find_parent(self, messages: tuple[Message, ...], last: int, tools_key: str) -> Turn | None:
@@ -142,15 +171,15 @@ class TurnTree:
         return None
 
     def _extend(self, parent: Turn, messages: tuple[Message, ...], last: int,
-                tools: Sequence[Mapping[str, Any]] | None) -> tuple[tuple[int, ...], bool] | None:
+                tools: Sequence[Mapping[str, Any]] | None, tools_key: str) -> tuple[tuple[int, ...], bool] | None:
         """parent prompt + sampled ids + the template's text after the reply, or None when the
         template offers no such suffix. Tried as sent, then with reasoning removed (templates
         that drop earlier `<think>` blocks render the reply differently once a turn follows)."""
-        render = self._renderer.render
+        render = self._render
         for variant in (messages, _without_reasoning(messages)):
-            head = render(variant[:last], tools=tools, add_generation_prompt=True)
-            with_reply = render(variant[: last + 1], tools=tools, add_generation_prompt=False)
-            full = render(variant, tools=tools, add_generation_prompt=True)
+            head = render(variant[:last], tools, tools_key, True)
+            with_reply = render(variant[: last + 1], tools, tools_key, False)
+            full = render(variant, tools, tools_key, True)
             if with_reply.startswith(head) and full.startswith(with_reply):
                 break
         else:
