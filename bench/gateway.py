@@ -60,7 +60,7 @@ def drive_elsewhere(base_url: str, session_ids: list[str], turns: int) -> tuple[
     openai SDK costs about as much per request as a gateway) does not share the server's GIL;
     both targets are driven this way."""
     command = [sys.executable, os.path.abspath(__file__), "--target", "drive", "--base-url", base_url,
-               "--turns", str(turns), "--session-ids", ",".join(session_ids)]
+               "--turns", str(turns), "--session-ids=" + ",".join(session_ids)]  # ids may start with "-"
     done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise RuntimeError(f"driver failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
@@ -73,8 +73,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def report(target: str, sessions: int, turns: int, wall: float, latencies: list[float], direct_s: float) -> dict:
+def report(target: str, sessions: int, turns: int, wall: float, latencies: list[float], direct_s: float,
+           cpu_s: float) -> dict:
+    """`cpu_ms_per_turn`: the server process's CPU time (all threads) per turn while driven; unlike
+    turns/s it does not depend on the driver's speed or on other load on the machine."""
     return {"target": target, "sessions": sessions, "turns": len(latencies), "turns_per_s": len(latencies) / wall,
+            "cpu_ms_per_turn": cpu_s * 1e3 / len(latencies),
             "p50_ms": percentile(latencies, 0.5) * 1e3, "p99_ms": percentile(latencies, 0.99) * 1e3,
             "added_p50_ms": (percentile(latencies, 0.5) - direct_s) * 1e3,
             "added_p99_ms": (percentile(latencies, 0.99) - direct_s) * 1e3}
@@ -113,8 +117,9 @@ def run_ours(tokenizer_dir: str, concurrency: list[int], turns: int) -> list[dic
         asyncio.run(drive(server.base_url, [server.sessions.open()], 2))  # warm-up
         for sessions in concurrency:
             ids = [server.sessions.open() for _ in range(sessions)]
+            cpu = time.process_time()
             wall, latencies = drive_elsewhere(server.base_url, ids, turns)
-            rows.append(report("ours", sessions, turns, wall, latencies, direct_s))
+            rows.append(report("ours", sessions, turns, wall, latencies, direct_s, time.process_time() - cpu))
             for session_id in ids:
                 server.sessions.finish(session_id)
     return rows
@@ -171,8 +176,9 @@ def run_anchor(tokenizer_dir: str, concurrency: list[int], turns: int) -> list[d
             ids = [uuid.uuid4().hex for _ in range(sessions)]
             for session_id in ids:
                 gateway.create_session(session_id)
+            cpu = time.process_time()
             wall, latencies = drive_elsewhere(server.base_url, ids, turns)
-            rows.append(report("anchor", sessions, turns, wall, latencies, direct_s))
+            rows.append(report("anchor", sessions, turns, wall, latencies, direct_s, time.process_time() - cpu))
     finally:
         server.shutdown()
     return rows
@@ -245,7 +251,8 @@ def main() -> None:
                 print(f"sessions={row['sessions']:>4}  turns/s ours {row['turns_per_s']:8.1f}  anchor "
                       f"{other['turns_per_s']:8.1f}  ratio {row['turns_per_s'] / other['turns_per_s']:.2f}x  |  "
                       f"p50 ms ours {row['p50_ms']:.2f} anchor {other['p50_ms']:.2f}  |  "
-                      f"p99 ms ours {row['p99_ms']:.2f} anchor {other['p99_ms']:.2f}")
+                      f"p99 ms ours {row['p99_ms']:.2f} anchor {other['p99_ms']:.2f}  |  "
+                      f"server cpu ms/turn ours {row['cpu_ms_per_turn']:.2f} anchor {other['cpu_ms_per_turn']:.2f}")
     for row in time_linearization():
         print(json.dumps(row), flush=True)
 

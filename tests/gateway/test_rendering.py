@@ -325,3 +325,45 @@ def test_transformers_version_range_is_pinned_and_checked():
     for outside in ("4.57.1", "6.0.0"):
         with pytest.raises(RenderError, match=rf"transformers {outside} is outside .*pip install"):
             check_transformers_version(outside)
+
+
+REASONED = {"role": "assistant", "content": "3", "reasoning_content": "add them"}
+CALLED = {"role": "assistant", "content": None, "tool_calls": [
+    {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"b": 2, "a": 1}'}}]}
+CONVERSATIONS = [
+    [{"role": "user", "content": "hi"}],
+    [{"role": "system", "content": "Be exact."}, {"role": "user", "content": "1+2"}, REASONED,
+     {"role": "user", "content": [{"type": "text", "text": "again "}, {"type": "text", "text": "please"}]}],
+    [{"role": "developer", "content": "d"}, {"role": "user", "content": "1+2"}, CALLED,
+     {"role": "tool", "tool_call_id": "c1", "content": "3"}],
+]
+
+
+@pytest.mark.parametrize("template_name", ["smol", "qwen3", "qwen_xml", "llama31"])
+@pytest.mark.parametrize("conversation", CONVERSATIONS)
+def test_direct_render_equals_apply_chat_template(template_name, conversation, smol_tokenizer, family_tokenizer):
+    """The renderer's direct jinja path gives the text of `apply_chat_template(tokenize=False)`."""
+    from agentcore_rl_harness.gateway.rendering import normalize_messages
+
+    tokenizer, template = {
+        "smol": (smol_tokenizer, load_template()), "qwen3": (family_tokenizer, QWEN3_TEMPLATE),
+        "qwen_xml": (family_tokenizer, QWEN_XML_TEMPLATE), "llama31": (family_tokenizer, LLAMA31_TEMPLATE),
+    }[template_name]
+    renderer = ChatTemplateRenderer(tokenizer, chat_template=template)
+    assert renderer._jinja is not None
+    for tools in (None, [ADD_TOOL]):
+        for prompt in (True, False):
+            expected = tokenizer.apply_chat_template(
+                normalize_messages(conversation), tools=tools, chat_template=template,
+                add_generation_prompt=prompt, tokenize=False)
+            assert renderer.render(conversation, tools=tools, add_generation_prompt=prompt) == expected
+
+
+def test_encode_cache_gives_the_tokenizer_ids(renderer, smol_tokenizer):
+    texts = ["\n<|im_start|>user\nAnd again?<|im_end|>\n<|im_start|>assistant\n", "", " x  y", "héllo 😀\t"]
+    for _ in range(2):  # the second round is served from the cache
+        for text in texts:
+            ids = renderer.encode(text)
+            assert ids == list(smol_tokenizer.encode(text, add_special_tokens=False))
+            ids.append(-1)  # callers get their own list
+    assert renderer.encode("x" * 20000) == list(smol_tokenizer.encode("x" * 20000, add_special_tokens=False))

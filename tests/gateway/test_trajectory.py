@@ -303,3 +303,34 @@ def test_every_sampled_token_is_trained_exactly_once_with_a_think_stripping_temp
             if mask:
                 trained[(trace.token_ids[trace.prompt_length + position], logprob)] += 1
     assert trained == Counter((token, lp) for ids, logprobs in agent.sampled for token, lp in zip(ids, logprobs))
+
+
+def _cached_vs_uncached_prompts(renderer, im_end, replies, monkeypatch, tools=TOOLS):
+    import agentcore_rl_harness.gateway.trajectory as trajectory
+
+    prompts = []
+    for size in (trajectory.RENDER_CACHE_SIZE, 0):
+        monkeypatch.setattr(trajectory, "RENDER_CACHE_SIZE", size)
+        agent = Agent(TurnTree(renderer), renderer, im_end)
+        messages, seen = [SYSTEM, {"role": "user", "content": "1+2, then +3"}], []
+        for index, text in enumerate(replies):
+            turn, message = agent.turn(list(messages), text, tools=tools)
+            seen.append((turn.prompt_token_ids, turn.parent, turn.drift))
+            follow = tool_result(message, str(index)) if message.get("tool_calls") else {"role": "user", "content": "go on"}
+            messages += [message, follow]
+        # an edited history (a fork) re-renders prefixes the cache has seen
+        turn, _ = agent.turn(messages[:3] + [{"role": "user", "content": "edited"}], "ok", tools=tools)
+        seen.append((turn.prompt_token_ids, turn.parent, turn.drift))
+        prompts.append(seen)
+    return prompts
+
+
+def test_render_cache_gives_the_same_prompts(renderer, im_end, monkeypatch):
+    cached, uncached = _cached_vs_uncached_prompts(renderer, im_end, [call(1, 2), call(3, 3), "6", "done"], monkeypatch)
+    assert cached == uncached
+
+
+def test_render_cache_gives_the_same_prompts_with_a_think_stripping_template(qwen3_renderer, im_end, monkeypatch):
+    replies = ["<think>\nadd\n</think>\n\n3", "<think>\nmore\n</think>\n\n6", "done"]
+    cached, uncached = _cached_vs_uncached_prompts(qwen3_renderer, im_end, replies, monkeypatch, tools=None)
+    assert cached == uncached and any(drift for _, _, drift in cached)

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from . import openai_wire, responses_wire
 from .messages import chat_tools, new_id
-from .routing import ApiError, GatewayContext, api_key, errors_as, read_json, validated
+from .routing import ApiError, FastJSONResponse, GatewayContext, api_key, errors_as, read_json, validated
 from .streaming import WireStream, stream_turn
 from .turn import PreparedTurn, RequestedSampling, TurnResult, prepare_turn, sample_turn
 
@@ -53,7 +53,7 @@ def chat_routes(context: GatewayContext) -> dict[str, Any]:
                 completion_id=completion_id, created=created, model=context.model_id,
                 include_usage=include_usage))
         result = await sampled(context, prepared)
-        return JSONResponse(openai_wire.completion_json(
+        return FastJSONResponse(openai_wire.completion_json(
             completion_id=completion_id, created=created, model=context.model_id, result=result,
             calls=openai_wire.reply_tool_calls(result.reply)))
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata, resources
@@ -170,6 +172,11 @@ def message_key(message: Mapping[str, Any]) -> tuple[Any, ...]:
     return (message["role"], message.get("content") or "", calls)
 
 
+# Encodes a renderer remembers: texts up to ENCODE_CACHE_MAX_CHARS, ENCODE_CACHE_BUDGET_CHARS in all.
+# The glue + next message of a turn, and a group's shared first prompt, repeat across sessions.
+ENCODE_CACHE_MAX_CHARS = 16 * 1024
+ENCODE_CACHE_BUDGET_CHARS = 4 * 1024 * 1024
+
 _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>")
 _EXTRA_STOPS = ("<|eom_id|>",)  # Llama: end of message, expecting a tool result
 
@@ -201,6 +208,10 @@ class ChatTemplateRenderer:
                 "token; add the template's end-of-turn token to the tokenizer"
             )
         self.end_of_turn: str = tokenizer.convert_ids_to_tokens(self.stop_token_ids[0])
+        self._jinja = _direct_renderer(tokenizer, self._template)
+        self._encoded: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+        self._encoded_chars = 0
+        self._encoded_lock = threading.Lock()
 
     def _token_id(self, token: str) -> int | None:
         token_id = self._tokenizer.convert_tokens_to_ids(token)
@@ -216,9 +227,20 @@ class ChatTemplateRenderer:
                 "Qwen <tool_call>, Llama 3.1 JSON); use a tool-aware template, e.g. "
                 "templates/chatml_tools.jinja"
             )
+        normalised = normalize_messages(messages)
         try:
+            if self._jinja is not None and normalised:
+                # What apply_chat_template(tokenize=False) does for plain-dict messages, minus its
+                # per-call conversion of message objects (ours are already plain dicts).
+                rendered, _ = self._jinja(
+                    conversations=[[{k: v for k, v in m.items() if v is not None} for m in normalised]],
+                    tools=list(tools) if tools else None, documents=None, chat_template=self._template,
+                    return_assistant_tokens_mask=False, continue_final_message=False,
+                    add_generation_prompt=add_generation_prompt, **self._tokenizer.special_tokens_map,
+                )
+                return rendered[0]
             return self._tokenizer.apply_chat_template(
-                normalize_messages(messages), tools=list(tools) if tools else None,
+                normalised, tools=list(tools) if tools else None,
                 chat_template=self._template, add_generation_prompt=add_generation_prompt,
                 tokenize=False,
             )
@@ -230,7 +252,23 @@ class ChatTemplateRenderer:
         return self.encode(self.render(messages, tools=tools))
 
     def encode(self, text: str) -> list[int]:
-        return list(self._tokenizer.encode(text, add_special_tokens=False))
+        """Token ids of `text` (no special tokens added); short texts are remembered (LRU)."""
+        if len(text) > ENCODE_CACHE_MAX_CHARS:
+            return list(self._tokenizer.encode(text, add_special_tokens=False))
+        with self._encoded_lock:
+            ids = self._encoded.get(text)
+            if ids is not None:
+                self._encoded.move_to_end(text)
+                return list(ids)
+        ids = tuple(self._tokenizer.encode(text, add_special_tokens=False))
+        with self._encoded_lock:
+            if text not in self._encoded:
+                self._encoded[text] = ids
+                self._encoded_chars += len(text)
+                while self._encoded_chars > ENCODE_CACHE_BUDGET_CHARS:
+                    evicted, _ = self._encoded.popitem(last=False)
+                    self._encoded_chars -= len(evicted)
+        return list(ids)
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return self._tokenizer.decode(list(token_ids), skip_special_tokens=False)
@@ -247,6 +285,21 @@ class ChatTemplateRenderer:
         parsed = self.tool_format.parse(text, tools=tools)
         return ParsedReply(content=parsed.content, reasoning=reasoning, tool_calls=parsed.tool_calls,
                            ill_formed=parsed.ill_formed)
+
+
+def _direct_renderer(tokenizer: Any, template: Any) -> Any:
+    """transformers' `render_jinja_template` when `apply_chat_template` of this tokenizer is the
+    stock one and the template is one string (not a dict of named templates), else None."""
+    if not isinstance(template, str):
+        return None
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+        from transformers.utils.chat_template_utils import render_jinja_template
+    except ImportError:
+        return None
+    stock = getattr(type(tokenizer), "apply_chat_template", None) is PreTrainedTokenizerBase.apply_chat_template
+    has_map = isinstance(getattr(tokenizer, "special_tokens_map", None), dict)
+    return render_jinja_template if stock and has_map else None
 
 
 def _split_reasoning(text: str) -> tuple[str | None, str]:

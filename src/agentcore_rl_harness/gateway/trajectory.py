@@ -95,10 +95,12 @@ HISTORY_MODES = ("exact", "template")
 RENDER_CACHE_SIZE = 8
 
 
-def _render_key(messages: Sequence[Message], tools_key: str, add_generation_prompt: bool) -> str | None:
+def _render_key(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
+                add_generation_prompt: bool) -> str | None:
     """An exact key of what the template sees (dict order kept), or None when not JSON."""
     try:
-        return json.dumps([messages, tools_key, add_generation_prompt], ensure_ascii=False)
+        return json.dumps([list(messages), list(tools) if tools else None, add_generation_prompt],
+                          ensure_ascii=False)
     except (TypeError, ValueError):
         return None
 
@@ -123,10 +125,10 @@ class TurnTree:
         self._turns: list[Turn] = []
         self._renders: OrderedDict[str, str] = OrderedDict()
 
-    def _render(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None, tools_key: str,
+    def _render(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
                 add_generation_prompt: bool = True) -> str:
         """`renderer.render`, remembered for the last few distinct inputs of this tree."""
-        key = _render_key(messages, tools_key, add_generation_prompt)
+        key = _render_key(messages, tools, add_generation_prompt)
         if key is not None and key in self._renders:
             self._renders.move_to_end(key)
             return self._renders[key]
@@ -148,17 +150,17 @@ class TurnTree:
         last = next((i for i in range(len(normalised) - 1, -1, -1) if normalised[i]["role"] == "assistant"), None)
         parent = None if last is None else self._find_parent(normalised, last, tools_key)
         if parent is not None and self.history == "template":
-            prompt = tuple(self._renderer.encode(self._render(normalised, tools, tools_key)))
+            prompt = tuple(self._renderer.encode(self._render(normalised, tools)))
             sampled = parent.prompt_token_ids + parent.completion_token_ids
             if prompt[:len(sampled)] == sampled:
                 return PromptPlan(prompt, normalised, tools_key, parent.index, False)
             return PromptPlan(prompt, normalised, tools_key, None, True)
         if parent is not None:
-            extended = self._extend(parent, normalised, last, tools, tools_key)
+            extended = self._extend(parent, normalised, last, tools)
             if extended is not None:
                 prompt, drift = extended
                 return PromptPlan(prompt, normalised, tools_key, parent.index, drift)
-        prompt = tuple(self._renderer.encode(self._render(normalised, tools, tools_key)))
+        prompt = tuple(self._renderer.encode(self._render(normalised, tools)))
         return PromptPlan(prompt, normalised, tools_key, None, parent is not None)
 
     def _find_parent(self, messages: tuple[Message, ...], last: int, tools_key: str) -> Turn | None:
@@ -171,15 +173,15 @@ class TurnTree:
         return None
 
     def _extend(self, parent: Turn, messages: tuple[Message, ...], last: int,
-                tools: Sequence[Mapping[str, Any]] | None, tools_key: str) -> tuple[tuple[int, ...], bool] | None:
+                tools: Sequence[Mapping[str, Any]] | None) -> tuple[tuple[int, ...], bool] | None:
         """parent prompt + sampled ids + the template's text after the reply, or None when the
         template offers no such suffix. Tried as sent, then with reasoning removed (templates
         that drop earlier `<think>` blocks render the reply differently once a turn follows)."""
         render = self._render
         for variant in (messages, _without_reasoning(messages)):
-            head = render(variant[:last], tools, tools_key, True)
-            with_reply = render(variant[: last + 1], tools, tools_key, False)
-            full = render(variant, tools, tools_key, True)
+            head = render(variant[:last], tools, True)
+            with_reply = render(variant[: last + 1], tools, False)
+            full = render(variant, tools, True)
             if with_reply.startswith(head) and full.startswith(with_reply):
                 break
         else:
