@@ -18,6 +18,7 @@ from botocore.exceptions import (
 )
 
 from ..records import Status
+from ._results import ResultError, as_result, parse_invocation_body  # noqa: F401 (as_result is re-used by _s3_results)
 
 # Error codes proving the request was refused before it reached the agent: safe to resend.
 # A 500 (InternalServerException) is NOT here: the agent may already have run.
@@ -32,7 +33,6 @@ NOT_STARTED_CODES = frozenset(
 )
 # ACR's answer when the agent container failed the invocation (e.g. the handler raised).
 AGENT_FAILED_CODES = frozenset({"RuntimeClientError"})
-_STREAM_ERROR_MESSAGE = "An error occurred during streaming"
 _TEXT_LIMIT = 2000
 
 
@@ -130,38 +130,11 @@ def describe_failure(exc: BaseException, operation: str) -> CallFailure | None:
 
 def parse_result(reply: InvokeReply) -> dict[str, Any]:
     """The agent's answer: a JSON body, or the last `data:` event of a streamed body."""
-    if reply.content_type.startswith("text/event-stream"):
-        events = []
-        for line in reply.body.decode("utf-8", "replace").splitlines():
-            if line.startswith("data:"):
-                try:
-                    events.append(json.loads(line[5:].strip()))
-                except json.JSONDecodeError:
-                    raise SessionFailed(
-                        Status.AGENT_ERROR,
-                        f"agent streamed an event that is not JSON: {line[:200]!r}",
-                    ) from None
-        if not events:
-            raise SessionFailed(Status.AGENT_ERROR, "agent streamed no `data:` events")
-        last = events[-1]
-        if isinstance(last, dict) and last.get("message") == _STREAM_ERROR_MESSAGE:
-            raise SessionFailed(
-                Status.AGENT_ERROR,
-                f"agent raised while streaming: {last.get('error_type')}: {last.get('error')}",
-            )
-        return as_result(last)
     try:
-        return as_result(json.loads(reply.body))
-    except ValueError:
-        raise SessionFailed(
-            Status.AGENT_ERROR,
-            f"agent answered with a body that is neither JSON nor a `data:` stream "
-            f"(content type {reply.content_type!r}): {reply.body[:200]!r}",
-        ) from None
+        return parse_invocation_body(reply.body, reply.content_type)
+    except ResultError as exc:
+        raise SessionFailed(Status.AGENT_ERROR, str(exc)) from None
 
-
-def as_result(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {"output": value}
 
 
 def _clip(text: str) -> str:

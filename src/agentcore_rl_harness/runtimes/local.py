@@ -42,6 +42,7 @@ import httpx
 
 from ..errors import RuntimeStartError
 from ..records import SessionOutcome, Status
+from ._results import ResultError, parse_invocation_body
 from ._zygote_pool import ForkedChild, ZygoteFailed, ZygotePool, read_tail
 from .base import AgentRef
 
@@ -54,7 +55,6 @@ _STDERR_TAIL_BYTES = 2048
 _EXIT_WAIT_S = 1.0
 _REAP_WAIT_S = 5.0
 START_METHODS = ("fork", "spawn")
-_STREAM_ERROR_MESSAGE = "An error occurred during streaming"
 
 
 class _AgentFailed(Exception):
@@ -442,38 +442,9 @@ def _error_text(response: httpx.Response) -> str:
     return json.dumps(body)[:_STDERR_TAIL_BYTES]
 
 
-def _as_result(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {"output": value}
-
-
 def _parse_result(response: httpx.Response, session: _Session) -> dict[str, Any]:
-    content_type = response.headers.get("content-type", "")
-    if content_type.startswith("text/event-stream"):
-        events = []
-        for line in response.text.splitlines():
-            if line.startswith("data:"):
-                try:
-                    events.append(json.loads(line[5:].strip()))
-                except json.JSONDecodeError:
-                    raise _AgentFailed(
-                        Status.AGENT_ERROR,
-                        f"agent streamed an event that is not JSON: {line[:200]!r}",
-                    ) from None
-        if not events:
-            raise _AgentFailed(Status.AGENT_ERROR, "agent streamed no `data:` events")
-        last = events[-1]
-        if isinstance(last, dict) and last.get("message") == _STREAM_ERROR_MESSAGE:
-            raise _AgentFailed(
-                Status.AGENT_ERROR,
-                f"agent raised while streaming: {last.get('error_type')}: {last.get('error')}"
-                + _stderr_section(session),
-            )
-        return _as_result(last)
     try:
-        return _as_result(response.json())
-    except ValueError:
-        raise _AgentFailed(
-            Status.AGENT_ERROR,
-            f"agent answered {response.status_code} with a body that is neither JSON nor a "
-            f"`data:` stream: {response.text[:200]!r}",
-        ) from None
+        return parse_invocation_body(response.content, response.headers.get("content-type", ""))
+    except ResultError as exc:
+        suffix = _stderr_section(session) if exc.streamed_error else ""
+        raise _AgentFailed(Status.AGENT_ERROR, f"{exc}{suffix}") from None
