@@ -18,7 +18,7 @@ from botocore.exceptions import (
 )
 
 from ..records import Status
-from ._results import ResultError, as_result, parse_invocation_body  # noqa: F401 (as_result is re-used by _s3_results)
+from ._results import ResultError, parse_invocation_body
 
 # Error codes proving the request was refused before it reached the agent: safe to resend.
 # A 500 (InternalServerException) is NOT here: the agent may already have run.
