@@ -118,12 +118,6 @@ class TrainerSection:
     algo: Any  # e.g. trainers.grpo.GRPOConfig
 
 
-def _trainer_classes() -> dict[str, tuple[type, str]]:
-    from .trainers.local import LocalTrainerConfig
-
-    return {"local": (LocalTrainerConfig, "trainer")}
-
-
 def _algo_classes() -> dict[str, type]:
     from .trainers.grpo import GRPOConfig
 
@@ -132,11 +126,9 @@ def _algo_classes() -> dict[str, type]:
 
 def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> TrainerSection:
     trainer_kind, algo_kind = trainer.get("kind"), algo.get("kind")
-    trainer_classes, algo_classes = _trainer_classes(), _algo_classes()
-    if trainer_kind not in trainer_classes:
-        raise ConfigError(
-            f"trainer={trainer_kind!r} is not available; valid choices: {sorted(trainer_classes)}"
-        )
+    from .trainers.registry import spec_for
+
+    trainer_spec, algo_classes = spec_for(str(trainer_kind)), _algo_classes()
     if algo_kind not in algo_classes:
         raise ConfigError(f"algo={algo_kind!r} is not available; valid choices: {sorted(algo_classes)}")
     loop_values = {k: trainer[k] for k in LOOP_KEYS if k in trainer}
@@ -147,8 +139,9 @@ def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> Trai
             raise ConfigError(f"trainer.{key}={getattr(loop, key)} must be >= 1")
     if loop.group_size is not None and loop.group_size < 2:
         raise ConfigError(f"algo.group_size={loop.group_size} must be >= 2 (GRPO compares samples)")
-    trainer_cls, path = trainer_classes[trainer_kind]
-    impl = build(trainer_cls, {k: v for k, v in trainer.items() if k not in LOOP_KEYS}, path)
+    impl = build(
+        trainer_spec.load_config_class(), {k: v for k, v in trainer.items() if k not in LOOP_KEYS}, "trainer"
+    )
     algo_cfg = build(algo_classes[algo_kind], {k: v for k, v in algo.items() if k not in GROUP_KEYS}, "algo")
     return TrainerSection(loop=loop, trainer=impl, algo=algo_cfg)
 

@@ -158,14 +158,22 @@ class Harness:
             started = time.monotonic()
             model_dir = resolve_model(cfg.model.name)
             tokenizer = load_tokenizer(model_dir)
-            model = load_model(model_dir, dtype=cfg.model.dtype)
-            self._model = model
-            self._sampler = HFLocalSampler(
-                model,
-                max_batch_size=cfg.sampler.max_batch_size,
-                batch_wait_s=cfg.sampler.batch_wait_s,
-                prefix_cache_tokens=cfg.sampler.prefix_cache_tokens,
-            )
+            spec = self._trainer_spec()
+            if spec is not None and spec.kind == "service":
+                # The service owns the weights: sample from its current policy, load no weights here.
+                self._trainer = spec.load_factory()(
+                    section=cfg.trainer, model_dir=model_dir, tokenizer=tokenizer, config=cfg
+                )
+                self._sampler = self._trainer.sampler
+            else:
+                model = load_model(model_dir, dtype=cfg.model.dtype)
+                self._model = model
+                self._sampler = HFLocalSampler(
+                    model,
+                    max_batch_size=cfg.sampler.max_batch_size,
+                    batch_wait_s=cfg.sampler.batch_wait_s,
+                    prefix_cache_tokens=cfg.sampler.prefix_cache_tokens,
+                )
             self.model_id = cfg.model.name
             self.gateway = GatewayServer(
                 sampler=self._sampler,
@@ -213,16 +221,23 @@ class Harness:
             env_passthrough=tuple(runtime.env_passthrough),
         )
 
+    def _trainer_spec(self) -> Any:
+        if self.config.trainer is None:
+            return None
+        from .trainers.registry import spec_for
+
+        return spec_for(self.config.trainer.trainer.kind)
+
     def trainer(self) -> Any:
-        """The configured trainer, sharing the policy model with the in-process sampler."""
+        """The configured trainer: in-process ones share the policy model with the sampler."""
         self.start()
         if self._trainer is None:
-            from .trainers.local import LocalTrainer
-
-            section = self.config.trainer
-            self._trainer = LocalTrainer(
-                self._model, sampler=self._sampler, config=section.trainer, algo=section.algo
-            )
+            spec = self._trainer_spec()
+            if spec is None:
+                raise ConfigError("no trainer is configured (the `trainer` config group is missing)")
+            if spec.kind == "external":
+                raise ConfigError(spec.load_factory())
+            self._trainer = spec.load_factory()(self._model, sampler=self._sampler, section=self.config.trainer)
         return self._trainer
 
     def train_plan(self) -> Any:
@@ -329,3 +344,7 @@ class Harness:
                 self.gateway.stop()
             if self._sampler is not None:
                 self._sampler.close()
+            # Service trainers hold billed remote sessions: release them on every exit path.
+            close_trainer = getattr(self._trainer, "close", None)
+            if close_trainer is not None:
+                close_trainer()

@@ -475,3 +475,8 @@ class LocalTrainer:
         if self.sampler is not None:
             self.sampler.swap_model(self.policy_model, policy_version=self.policy_version)
         return saved.step
+
+
+def build_trainer(model: Any, *, sampler: Any, section: Any) -> LocalTrainer:
+    """The registry's factory for `trainer=local` (see `trainers/registry.py`)."""
+    return LocalTrainer(model, sampler=sampler, config=section.trainer, algo=section.algo)
