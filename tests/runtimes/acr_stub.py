@@ -257,3 +257,16 @@ def moto_s3(bucket: str) -> Iterator[str]:
         yield url
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def aws_environment(bucket: str) -> Iterator[str]:
+    """Fake AWS credentials plus a moto S3 (with `bucket`) that boto3 and in-process agents use."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in AWS_TEST_ENV.items():
+            patch.setenv(name, value)
+        with moto_s3(bucket) as s3_url:
+            patch.setenv("AWS_ENDPOINT_URL_S3", s3_url)
+            yield s3_url

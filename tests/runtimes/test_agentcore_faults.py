@@ -10,14 +10,13 @@ import socket
 import pytest
 
 from acr_stub import (
-    AWS_TEST_ENV,
+    aws_environment,
     INTERNAL,
     THROTTLED,
     UNAVAILABLE,
     DataPlaneStub,
     Fault,
     load_agent_app,
-    moto_s3,
     serve,
 )
 from agentcore_rl_harness.records import Status
@@ -38,12 +37,8 @@ def new_session_id() -> str:
 
 @pytest.fixture(scope="module")
 def aws():
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in AWS_TEST_ENV.items():
-            patch.setenv(name, value)
-        with moto_s3(BUCKET) as s3_url:
-            patch.setenv("AWS_ENDPOINT_URL_S3", s3_url)
-            yield s3_url
+    with aws_environment(BUCKET) as s3_url:
+        yield s3_url
 
 
 @pytest.fixture(scope="module")

@@ -21,11 +21,10 @@ from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 
 from acr_stub import (
-    AWS_TEST_ENV,
+    aws_environment,
     DataPlaneStub,
     fake_model_app,
     load_agent_app,
-    moto_s3,
     serve,
 )
 from agentcore_rl_harness.errors import ConfigError, MissingDependencyError
@@ -49,12 +48,8 @@ def new_session_id() -> str:
 @pytest.fixture(scope="module")
 def aws():
     """Fake credentials, and a real S3 endpoint the in-process agents also write to."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in AWS_TEST_ENV.items():
-            patch.setenv(name, value)
-        with moto_s3(BUCKET) as s3_url:
-            patch.setenv("AWS_ENDPOINT_URL_S3", s3_url)
-            yield s3_url
+    with aws_environment(BUCKET) as s3_url:
+        yield s3_url
 
 
 @pytest.fixture(scope="module")

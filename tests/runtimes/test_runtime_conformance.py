@@ -12,7 +12,7 @@ import secrets
 import pytest
 import pytest_asyncio
 
-from acr_stub import AGENTS, AWS_TEST_ENV, DataPlaneStub, load_agent_app, moto_s3, serve
+from acr_stub import AGENTS, DataPlaneStub, aws_environment, load_agent_app, serve
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
 from agentcore_rl_harness.runtimes.base import AgentRef
@@ -36,12 +36,8 @@ TIMEOUT_S = {"timeout": 0.8}
 
 @pytest.fixture(scope="module")
 def aws():
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in AWS_TEST_ENV.items():
-            patch.setenv(name, value)
-        with moto_s3(BUCKET) as s3_url:
-            patch.setenv("AWS_ENDPOINT_URL_S3", s3_url)
-            yield s3_url
+    with aws_environment(BUCKET) as s3_url:
+        yield s3_url
 
 
 @pytest.fixture(scope="module")
