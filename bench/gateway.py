@@ -1,71 +1,49 @@
 """Gateway overhead: turns/s and added latency vs the bare sampler; the anchor side by side.
 
 A fixed sampling backend (a constant 16-token reply, no model) isolates what the gateway adds:
-HTTP, rendering with the SmolLM2 tokenizer and template, the turn tree, parsing. Each session is
-a multi-turn conversation driven by the real `openai.AsyncOpenAI` client over loopback HTTP, from
-a child process (`--target drive`) so the client's CPU does not share the server's GIL.
+HTTP, rendering with the SmolLM2 tokenizer and template, the turn tree, parsing. The load comes
+from `bench/_driver.py` in separate processes (raw HTTP/1.1 over one keep-alive connection per
+concurrent worker; each worker runs multi-turn sessions back to back), the same driver for every
+target, so the driver's CPU does not share the server's GIL. Targets:
 
-Run:  python bench/gateway.py [--turns 4] [--sessions 1 16 64 128] [--anchor-python /tmp/anchor-venv/bin/python]
-The anchor (awslabs agentcore-rl-toolkit's RolloutGateway) runs in its own venv: this same file
-is re-executed there with `--target anchor` and prints one JSON line per concurrency.
+  null    a do-nothing ASGI app under the same uvicorn settings: the ceiling of driver + HTTP
+  ours    agentcore-rl-harness' GatewayServer
+  anchor  awslabs agentcore-rl-toolkit's RolloutGateway (aiohttp), run in its own venv: this file
+          is re-executed there with `--target anchor` and prints one JSON line per concurrency
+
+Per row: turns/s, latency p50/p99 as the driver sees it, `added` = that minus a direct call of
+the backend (median, in-process), and the server process's CPU ms per turn (independent of the
+driver's speed; noisy on a shared machine but less than turns/s). The 1-minute load average is
+printed with each row: on a shared machine compare ratios measured in the same run.
+
+Run:  python bench/gateway.py [--sessions 1 16 64 128] [--turns 8] [--min-turns 1500] [--drivers 1]
+                              [--repeat 3] [--anchor-python /tmp/anchor-venv/bin/python] [--gc-freeze]
+`--repeat N` runs N rounds (null, ours, anchor in turn at every concurrency) and prints medians:
+on a shared machine the load moves between targets, and rounds spread that over all of them.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import math
 import os
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 REPLY = "Sure. The answer to that question is forty two, as always."
-
-
-async def drive(base_url: str, session_ids: list[str], turns: int) -> tuple[float, list[float]]:
-    """Run every session's conversation concurrently; (wall seconds, per-turn latencies).
-
-    The clients are built before the clock starts: building an `AsyncOpenAI` client creates an
-    SSL context (~10 ms of CPU), which is the driver's cost, not the gateway's."""
-    from openai import AsyncOpenAI
-
-    latencies: list[float] = []
-    clients = {s: AsyncOpenAI(base_url=base_url, api_key=s, max_retries=0, timeout=120) for s in session_ids}
-
-    async def one(session_id: str) -> None:
-        client = clients[session_id]
-        messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "What is six times seven?"}]
-        for turn in range(turns):
-            start = time.perf_counter()
-            completion = await client.chat.completions.create(model="policy", messages=messages, temperature=1.0)
-            latencies.append(time.perf_counter() - start)
-            messages += [{"role": "assistant", "content": completion.choices[0].message.content},
-                         {"role": "user", "content": f"And again, turn {turn + 2}?"}]
-
-    start = time.perf_counter()
-    await asyncio.gather(*(one(s) for s in session_ids))
-    wall = time.perf_counter() - start
-    for client in clients.values():
-        await client.close()
-    return wall, latencies
-
-
-def drive_elsewhere(base_url: str, session_ids: list[str], turns: int) -> tuple[float, list[float]]:
-    """`drive` in a child process (this file, `--target drive`), so that the client's CPU (the
-    openai SDK costs about as much per request as a gateway) does not share the server's GIL;
-    both targets are driven this way."""
-    command = [sys.executable, os.path.abspath(__file__), "--target", "drive", "--base-url", base_url,
-               "--turns", str(turns), "--session-ids=" + ",".join(session_ids)]  # ids may start with "-"
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise RuntimeError(f"driver failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    row = json.loads(done.stdout.strip().splitlines()[-1])
-    return row["wall"], row["latencies"]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -73,15 +51,58 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def report(target: str, sessions: int, turns: int, wall: float, latencies: list[float], direct_s: float,
-           cpu_s: float) -> dict:
-    """`cpu_ms_per_turn`: the server process's CPU time (all threads) per turn while driven; unlike
-    turns/s it does not depend on the driver's speed or on other load on the machine."""
-    return {"target": target, "sessions": sessions, "turns": len(latencies), "turns_per_s": len(latencies) / wall,
-            "cpu_ms_per_turn": cpu_s * 1e3 / len(latencies),
-            "p50_ms": percentile(latencies, 0.5) * 1e3, "p99_ms": percentile(latencies, 0.99) * 1e3,
-            "added_p50_ms": (percentile(latencies, 0.5) - direct_s) * 1e3,
-            "added_p99_ms": (percentile(latencies, 0.99) - direct_s) * 1e3}
+def run_driven(base_url: str, open_session: Callable[[], str], *, sessions: int, turns: int,
+               min_turns: int, drivers: int, driver_python: str) -> tuple[float, list[float], float]:
+    """Drive `sessions` concurrent workers from `drivers` child processes; (wall s, latencies,
+    this process's CPU s). Each worker runs enough sessions of `turns` turns for `min_turns` in all."""
+    per_worker = max(1, math.ceil(min_turns / (sessions * turns)))
+    workers = [[open_session() for _ in range(per_worker)] for _ in range(sessions)]
+    shares = [workers[i::drivers] for i in range(drivers) if workers[i::drivers]]
+    with tempfile.TemporaryDirectory() as folder:
+        children = []
+        for index, share in enumerate(shares):
+            path = os.path.join(folder, f"workers-{index}.json")
+            with open(path, "w") as file:
+                json.dump(share, file)
+            children.append(subprocess.Popen(
+                [driver_python, os.path.join(HERE, "_driver.py"), "--base-url", base_url, "--turns", str(turns),
+                 "--workers-json", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        cpu = time.process_time()
+        outputs = [child.communicate(timeout=1800) for child in children]
+        cpu = time.process_time() - cpu
+    rows = []
+    for child, (out, err) in zip(children, outputs):
+        if child.returncode != 0:
+            raise RuntimeError(f"driver failed (exit {child.returncode}):\n{err[-3000:]}")
+        row = json.loads(out.strip().splitlines()[-1])
+        if row["errors"]:
+            raise RuntimeError(f"driver saw {row['errors']} failed turns, first: {row['first_error']}")
+        rows.append(row)
+    wall = max(r["end"] for r in rows) - min(r["start"] for r in rows)
+    return wall, [latency for r in rows for latency in r["latencies"]], cpu
+
+
+def report(target: str, sessions: int, wall: float, latencies: list[float], direct_s: float, cpu_s: float) -> dict:
+    return {"target": target, "sessions": sessions, "turns": len(latencies),
+            "turns_per_s": round(len(latencies) / wall, 1),
+            "cpu_ms_per_turn": round(cpu_s * 1e3 / len(latencies), 3),
+            "turns_per_cpu_s": round(len(latencies) / cpu_s, 1) if cpu_s > 0 else None,
+            "p50_ms": round(percentile(latencies, 0.5) * 1e3, 3), "p99_ms": round(percentile(latencies, 0.99) * 1e3, 3),
+            "added_p50_ms": round((percentile(latencies, 0.5) - direct_s) * 1e3, 3),
+            "added_p99_ms": round((percentile(latencies, 0.99) - direct_s) * 1e3, 3),
+            "loadavg_1m": round(os.getloadavg()[0], 2)}
+
+
+def direct_seconds(call: Callable[[], object], n: int = 2000) -> float:
+    """Median seconds of one direct `await call()` on an event loop (the backend alone)."""
+    async def run() -> list[float]:
+        times = []
+        for _ in range(n):
+            start = time.perf_counter()
+            await call()
+            times.append(time.perf_counter() - start)
+        return times
+    return statistics.median(asyncio.run(run()))
 
 
 def tiny_tokenizer_dir() -> str:
@@ -90,11 +111,72 @@ def tiny_tokenizer_dir() -> str:
     return str(prepare_model("tiny"))
 
 
-# --- ours -----------------------------------------------------------------------------------
+def warm_up(base_url: str, open_session: Callable[[], str], driver_python: str) -> None:
+    run_driven(base_url, open_session, sessions=4, turns=4, min_turns=64, drivers=1, driver_python=driver_python)
 
-def run_ours(tokenizer_dir: str, concurrency: list[int], turns: int) -> list[dict]:
+
+# --- the do-nothing baseline -----------------------------------------------------------------
+
+def null_app_body() -> bytes:
+    return json.dumps({
+        "id": "chatcmpl-0", "object": "chat.completion", "created": 0, "model": "policy",
+        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                     "message": {"role": "assistant", "content": REPLY, "tool_calls": None}}],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 16, "total_tokens": 46}}).encode()
+
+
+@contextlib.contextmanager
+def null_server() -> Iterator[str]:
+    """A do-nothing ASGI app (reads the body, answers a fixed completion) under uvicorn, served
+    exactly as `GatewayServer` serves the gateway."""
+    import uvicorn
+
+    body = null_app_body()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        more = True
+        while more:
+            more = (await receive()).get("more_body", False)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    sock = socket.socket()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.005)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def run_null(args: argparse.Namespace) -> list[dict]:
+    counter = iter(range(10 ** 9))
+    open_session = lambda: f"s{next(counter)}"  # noqa: E731
+    rows = []
+    with null_server() as base_url:
+        warm_up(base_url, open_session, sys.executable)
+        for sessions in args.sessions:
+            wall, latencies, cpu = run_driven(base_url, open_session, sessions=sessions, turns=args.turns,
+                                              min_turns=args.min_turns, drivers=args.drivers,
+                                              driver_python=sys.executable)
+            rows.append(report("null", sessions, wall, latencies, 0.0, cpu))
+    return rows
+
+
+# --- ours ------------------------------------------------------------------------------------
+
+def run_ours(args: argparse.Namespace, tokenizer_dir: str) -> list[dict]:
     from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer
-    from agentcore_rl_harness.gateway.server import GatewayServer
+    from agentcore_rl_harness.gateway.server import GatewayConfig, GatewayServer
     from agentcore_rl_harness.models import load_tokenizer
     from agentcore_rl_harness.records import FinishReason, SampleResult
 
@@ -111,41 +193,38 @@ def run_ours(tokenizer_dir: str, concurrency: list[int], turns: int) -> list[dic
             return result
 
     sampler = FixedSampler()
-    direct_s = statistics.median(_direct_calls(sampler))
+    direct_s = direct_seconds(lambda: sampler.sample(prompt_token_ids=(1, 2, 3), params=None))
+    config = GatewayConfig(max_turns=None, session_ttl_s=None, gc_freeze=args.gc_freeze)
     rows = []
-    with GatewayServer(sampler=sampler, renderer=renderer, model_id="policy") as server:
-        asyncio.run(drive(server.base_url, [server.sessions.open()], 2))  # warm-up
-        for sessions in concurrency:
-            ids = [server.sessions.open() for _ in range(sessions)]
-            cpu = time.process_time()
-            wall, latencies = drive_elsewhere(server.base_url, ids, turns)
-            rows.append(report("ours", sessions, turns, wall, latencies, direct_s, time.process_time() - cpu))
-            for session_id in ids:
+    with GatewayServer(sampler=sampler, renderer=renderer, model_id="policy", config=config) as server:
+        opened: list[str] = []
+
+        def open_session() -> str:
+            opened.append(server.sessions.open())
+            return opened[-1]
+
+        warm_up(server.base_url, open_session, sys.executable)
+        for sessions in args.sessions:
+            wall, latencies, cpu = run_driven(server.base_url, open_session, sessions=sessions, turns=args.turns,
+                                              min_turns=args.min_turns, drivers=args.drivers,
+                                              driver_python=sys.executable)
+            rows.append(report("ours", sessions, wall, latencies, direct_s, cpu))
+            for session_id in opened:
                 server.sessions.finish(session_id)
+            opened.clear()
     return rows
-
-
-def _direct_calls(sampler, n: int = 2000) -> list[float]:
-    async def run() -> list[float]:
-        times = []
-        for _ in range(n):
-            start = time.perf_counter()
-            await sampler.sample(prompt_token_ids=(1, 2, 3), params=None)
-            times.append(time.perf_counter() - start)
-        return times
-    return asyncio.run(run())
 
 
 # --- the anchor (runs in its own venv) ------------------------------------------------------
 
-def run_anchor(tokenizer_dir: str, concurrency: list[int], turns: int) -> list[dict]:
+def run_anchor(args: argparse.Namespace) -> list[dict]:
     import uuid
 
     from agentcore_rl_toolkit.rollout_gateway import HfTemplateRenderer, RolloutGateway, ThreadedGatewayServer
     from agentcore_rl_toolkit.rollout_gateway.trajectory import TurnRecord
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_dir)
     reply_ids = tokenizer.encode(REPLY, add_special_tokens=False) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
 
     class FixedBackend:
@@ -154,31 +233,30 @@ def run_anchor(tokenizer_dir: str, concurrency: list[int], turns: int) -> list[d
                               output_log_probs=[-0.1] * len(reply_ids))
 
     backend = FixedBackend()
-
-    async def direct_calls() -> list[float]:
-        times = []
-        for _ in range(2000):
-            start = time.perf_counter()
-            await backend.generate(prompt_ids=[1, 2, 3], sampling_params={})
-            times.append(time.perf_counter() - start)
-        return times
-    direct_s = statistics.median(asyncio.run(direct_calls()))
+    direct_s = direct_seconds(lambda: backend.generate(prompt_ids=[1, 2, 3], sampling_params={}))
     gateway = RolloutGateway(backend=backend, renderer=HfTemplateRenderer(tokenizer, stop_sequences=["<|im_end|>"]),
                              tokenizer=tokenizer, adapters=["openai"])
     server = ThreadedGatewayServer(gateway, host="127.0.0.1", port=0)
     server.start()
+    opened: list[str] = []
+
+    def open_session() -> str:
+        session_id = uuid.uuid4().hex
+        gateway.create_session(session_id)
+        opened.append(session_id)
+        return session_id
+
     rows = []
     try:
-        warm = uuid.uuid4().hex
-        gateway.create_session(warm)
-        asyncio.run(drive(server.base_url, [warm], 2))  # warm-up
-        for sessions in concurrency:
-            ids = [uuid.uuid4().hex for _ in range(sessions)]
-            for session_id in ids:
-                gateway.create_session(session_id)
-            cpu = time.process_time()
-            wall, latencies = drive_elsewhere(server.base_url, ids, turns)
-            rows.append(report("anchor", sessions, turns, wall, latencies, direct_s, time.process_time() - cpu))
+        warm_up(server.base_url, open_session, args.driver_python)
+        for sessions in args.sessions:
+            wall, latencies, cpu = run_driven(server.base_url, open_session, sessions=sessions, turns=args.turns,
+                                              min_turns=args.min_turns, drivers=args.drivers,
+                                              driver_python=args.driver_python)
+            rows.append(report("anchor", sessions, wall, latencies, direct_s, cpu))
+            for session_id in opened:
+                gateway.finish_session(session_id)
+            opened.clear()
     finally:
         server.shutdown()
     return rows
@@ -220,58 +298,92 @@ def _timed(function) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--target", choices=["all", "ours", "anchor", "drive"], default="all")
+    parser.add_argument("--target", choices=["all", "null", "ours", "anchor"], default="all")
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 64, 128])
-    parser.add_argument("--turns", type=int, default=4)
+    parser.add_argument("--turns", type=int, default=8, help="turns per session")
+    parser.add_argument("--min-turns", type=int, default=1500, help="turns per row at least (sessions repeat)")
+    parser.add_argument("--drivers", type=int, default=1, help="driver processes")
+    parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after loading (ours)")
     parser.add_argument("--tokenizer-dir", default=None)
     parser.add_argument("--anchor-python", default="/tmp/anchor-venv/bin/python")
-    parser.add_argument("--base-url", help=argparse.SUPPRESS)
-    parser.add_argument("--session-ids", help=argparse.SUPPRESS)
+    parser.add_argument("--driver-python", default=sys.executable, help=argparse.SUPPRESS)
+    parser.add_argument("--repeat", type=int, default=1, help="rounds (null, ours, anchor in turn); medians")
+    parser.add_argument("--no-linearization", action="store_true")
     args = parser.parse_args()
 
-    if args.target == "drive":
-        wall, latencies = asyncio.run(drive(args.base_url, args.session_ids.split(","), args.turns))
-        print(json.dumps({"wall": wall, "latencies": latencies}), flush=True)
-        return
-
     if args.target == "anchor":
-        for row in run_anchor(args.tokenizer_dir, args.sessions, args.turns):
+        for row in run_anchor(args):
             print(json.dumps(row), flush=True)
         return
-    tokenizer_dir = args.tokenizer_dir or tiny_tokenizer_dir()
-    ours = run_ours(tokenizer_dir, args.sessions, args.turns)
-    for row in ours:
-        print(json.dumps(row), flush=True)
-    if args.target == "all":
-        anchor = _anchor_rows(args, tokenizer_dir)
-        by_sessions = {row["sessions"]: row for row in anchor}
-        for row in ours:
-            other = by_sessions.get(row["sessions"])
-            if other:
-                print(f"sessions={row['sessions']:>4}  turns/s ours {row['turns_per_s']:8.1f}  anchor "
-                      f"{other['turns_per_s']:8.1f}  ratio {row['turns_per_s'] / other['turns_per_s']:.2f}x  |  "
-                      f"p50 ms ours {row['p50_ms']:.2f} anchor {other['p50_ms']:.2f}  |  "
-                      f"p99 ms ours {row['p99_ms']:.2f} anchor {other['p99_ms']:.2f}  |  "
-                      f"server cpu ms/turn ours {row['cpu_ms_per_turn']:.2f} anchor {other['cpu_ms_per_turn']:.2f}")
-    for row in time_linearization():
-        print(json.dumps(row), flush=True)
+    args.tokenizer_dir = args.tokenizer_dir or tiny_tokenizer_dir()
+    rounds: dict[str, list[list[dict]]] = {}
+    for round_index in range(args.repeat):
+        print(f"round {round_index + 1}/{args.repeat}, load average {os.getloadavg()}", flush=True)
+        if args.target in ("all", "null"):
+            rounds.setdefault("null", []).append(run_null(args))
+        if args.target in ("all", "ours"):
+            rounds.setdefault("ours", []).append(run_ours(args, args.tokenizer_dir))
+        if args.target == "all":
+            rounds.setdefault("anchor", []).append(_anchor_rows(args))
+        for target_rounds in rounds.values():
+            for row in target_rounds[-1]:
+                print(json.dumps({**row, "round": round_index + 1}), flush=True)
+    rows = {target: _medians(target_rounds) for target, target_rounds in rounds.items()}
+    print(f"medians over {args.repeat} round(s), each target driven in turn within a round:")
+    _print_table(rows)
+    if not args.no_linearization:
+        for row in time_linearization():
+            print(json.dumps(row), flush=True)
 
 
-def _anchor_rows(args: argparse.Namespace, tokenizer_dir: str) -> list[dict]:
+def _medians(target_rounds: list[list[dict]]) -> list[dict]:
+    """Per concurrency, the median of each number over the rounds (rounds that ran)."""
+    by_sessions: dict[int, list[dict]] = {}
+    for round_rows in target_rounds:
+        for row in round_rows:
+            by_sessions.setdefault(row["sessions"], []).append(row)
+    medians = []
+    for sessions, rows in sorted(by_sessions.items()):
+        median = dict(rows[0])
+        for key, value in rows[0].items():
+            if isinstance(value, float) and key != "sessions":
+                median[key] = round(statistics.median(r[key] for r in rows if r.get(key) is not None), 3)
+        medians.append(median)
+    return medians
+
+
+def _print_table(rows: dict[str, list[dict]]) -> None:
+    by = {target: {row["sessions"]: row for row in target_rows} for target, target_rows in rows.items()}
+    print("sessions | turns/s null  ours  anchor | ours/anchor | added p50 ms ours anchor | "
+          "added p99 ms ours anchor | cpu ms/turn ours anchor | cpu ratio | load")
+    for sessions in sorted({s for target_rows in by.values() for s in target_rows}):
+        null, ours, anchor = (by.get(t, {}).get(sessions) for t in ("null", "ours", "anchor"))
+        get = lambda row, key: f"{row[key]:.1f}" if row else "-"  # noqa: E731
+        getf = lambda row, key: f"{row[key]:.2f}" if row else "-"  # noqa: E731
+        ratio = f"{ours['turns_per_s'] / anchor['turns_per_s']:.2f}x" if ours and anchor else "-"
+        load = max((r["loadavg_1m"] for r in (null, ours, anchor) if r), default=0.0)
+        cpu_ratio = f"{anchor['cpu_ms_per_turn'] / ours['cpu_ms_per_turn']:.2f}x" if ours and anchor else "-"
+        print(f"{sessions:>8} | {get(null, 'turns_per_s'):>10} {get(ours, 'turns_per_s'):>6} "
+              f"{get(anchor, 'turns_per_s'):>7} | {ratio:>11} | {getf(ours, 'added_p50_ms'):>13} "
+              f"{getf(anchor, 'added_p50_ms'):>6} | {getf(ours, 'added_p99_ms'):>13} "
+              f"{getf(anchor, 'added_p99_ms'):>6} | {getf(ours, 'cpu_ms_per_turn'):>16} "
+              f"{getf(anchor, 'cpu_ms_per_turn'):>6} | {cpu_ratio:>9} | {load:.2f}", flush=True)
+
+
+def _anchor_rows(args: argparse.Namespace) -> list[dict]:
     if not os.path.exists(args.anchor_python):
         print(f"anchor skipped: {args.anchor_python} not found (python -m venv /tmp/anchor-venv && "
-              "/tmp/anchor-venv/bin/pip install 'agentcore-rl-toolkit[gateway]' openai)", flush=True)
+              "/tmp/anchor-venv/bin/pip install 'agentcore-rl-toolkit[gateway]')", flush=True)
         return []
-    command = [args.anchor_python, os.path.abspath(__file__), "--target", "anchor", "--tokenizer-dir", tokenizer_dir,
-               "--turns", str(args.turns), "--sessions", *map(str, args.sessions)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    command = [args.anchor_python, os.path.abspath(__file__), "--target", "anchor", "--tokenizer-dir",
+               args.tokenizer_dir, "--turns", str(args.turns), "--min-turns", str(args.min_turns),
+               "--drivers", str(args.drivers), "--driver-python", sys.executable,
+               "--sessions", *map(str, args.sessions)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         print(f"anchor failed (exit {done.returncode}):\n{done.stderr[-3000:]}", flush=True)
         return []
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    for row in rows:
-        print(json.dumps(row), flush=True)
-    return rows
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
 if __name__ == "__main__":

@@ -46,6 +46,14 @@ def _parser() -> argparse.ArgumentParser:
         "sweep", add_help=False,
         help="Hydra app: one pytest session per job (`agentcore-rl sweep --help`)",
     )
+    commands.add_parser(  # parsed in tinker_server/cli.py
+        "tinker-server", add_help=False,
+        help="serve a Tinker-compatible API on a local model (`agentcore-rl tinker-server --help`)",
+    )
+    commands.add_parser(  # parsed in integrations/export.py
+        "export", add_help=False,
+        help="write a task's rows as verl / slime training data (`agentcore-rl export --help`)",
+    )
     return parser
 
 
@@ -55,6 +63,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .sweep import main as sweep_main
 
         return sweep_main(argv[1:])
+    if argv[:1] == ["tinker-server"]:
+        from .tinker_server.cli import main as tinker_server_main
+
+        return tinker_server_main(argv[1:])
+    if argv[:1] == ["export"]:
+        from .integrations.export import main as export_main
+
+        return export_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         if args.command == "models":

@@ -14,6 +14,8 @@ from agentcore_rl_harness.gateway.sessions import (
     SessionStore,
     UnknownSessionError,
 )
+from agentcore_rl_harness.errors import ConfigError
+from agentcore_rl_harness.gateway.sampling import current_routing_key
 from agentcore_rl_harness.gateway.turn import RequestedSampling, effective_sampling, run_turn
 from agentcore_rl_harness.records import SamplingParams
 from agentcore_rl_harness.samplers.scripted import ScriptedSampler
@@ -82,3 +84,27 @@ def test_effective_sampling_only_lets_the_agent_lower_max_tokens():
         session, RequestedSampling(temperature=1.0, top_p=0.5, top_k=3, seed=1, max_tokens=99, stop=("x",)), (2,))
     assert params.max_tokens == 10 and params.temperature == 0.5
     assert sorted(overrides) == ["max_tokens", "seed", "stop", "temperature", "top_k", "top_p"]
+
+
+def test_each_turn_samples_under_its_session_routing_key(renderer):
+    store = SessionStore(renderer=renderer)
+    keys = []
+
+    def reply(prompt, params):
+        keys.append(current_routing_key())
+        return "ok"
+
+    sampler = ScriptedSampler(reply, encode=renderer.encode)
+    for session_id in (store.open(), store.open()):
+        asyncio.run(run_turn(session=store.get(session_id), sampler=sampler, renderer=renderer,
+                             messages=[{"role": "user", "content": "q"}], tools=None, requested=RequestedSampling()))
+        assert keys[-1] == session_id
+    assert current_routing_key() is None
+
+
+def test_history_mode_is_a_store_setting(renderer):
+    store = SessionStore(renderer=renderer, history="template")
+    assert store.history == "template" and store.get(store.open())._tree.history == "template"
+    assert SessionStore(renderer=renderer).history == "exact"
+    with pytest.raises(ConfigError, match="history='sometimes'"):
+        SessionStore(renderer=renderer, history="sometimes")

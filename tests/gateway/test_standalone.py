@@ -2,21 +2,93 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import socket
 import threading
 import time
 
 import httpx
 import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from agentcore_rl_harness.errors import ConfigError
 from agentcore_rl_harness.gateway.standalone import run_standalone
 
 
-@pytest.mark.parametrize("sampler, match", [("vllm", "not implemented yet"), ("nope", "unknown sampler")])
-def test_unsupported_samplers_are_clear_errors(sampler, match):
+@pytest.mark.parametrize("options, match", [
+    ({"sampler": "nope"}, "unknown sampler"),
+    ({"sampler": "vllm"}, "needs --sampler-url"),
+    ({"sampler": "sglang"}, "needs --sampler-url"),
+    ({"sampler": "hf", "sampler_url": "http://x"}, "remote samplers only"),
+    ({"history": "sometimes"}, "unknown history mode"),
+])
+def test_bad_options_are_clear_errors(options, match):
     with pytest.raises(ConfigError, match=match):
-        run_standalone(model="tiny", sampler=sampler)
+        run_standalone(model="tiny", **options)
+
+
+@contextlib.contextmanager
+def _standalone(**options):
+    out, stop = io.StringIO(), threading.Event()
+    thread = threading.Thread(target=run_standalone, kwargs=dict(admin_token="t0ken", out=out, stop_event=stop,
+                                                                 **options))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while "gateway: " not in out.getvalue():
+            assert thread.is_alive() and time.monotonic() < deadline, out.getvalue()
+            time.sleep(0.05)
+        yield out.getvalue().split("gateway: ")[1].split()[0]
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def test_vllm_sampler_gets_the_session_as_its_sticky_routing_key(tiny_model_dir):
+    """`--sampler vllm`: the turn's tokens come from the vLLM endpoint, which sees the session id
+    in `X-Session-Id` (answer shape as in tests/samplers/test_vllm.py)."""
+    from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer
+    from agentcore_rl_harness.models import load_tokenizer
+
+    renderer = ChatTemplateRenderer(load_tokenizer(tiny_model_dir))
+    reply = [*renderer.encode("Hello there"), renderer.stop_token_ids[0]]
+    seen = []
+
+    async def generate(request):
+        body = await request.json()
+        seen.append((request.headers.get("x-session-id"), body))
+        return JSONResponse({"request_id": body["request_id"], "choices": [{
+            "index": 0, "finish_reason": "stop", "token_ids": reply,
+            "logprobs": {"content": [{"token": f"token_id:{t}", "logprob": -0.5} for t in reply]}}]})
+
+    app = Starlette(routes=[Route("/inference/v1/generate", generate, methods=["POST"])])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    engine = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    engine_thread = threading.Thread(target=engine.run, kwargs={"sockets": [sock]}, daemon=True)
+    engine_thread.start()
+    while not engine.started:
+        time.sleep(0.005)
+    try:
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        with _standalone(model=str(tiny_model_dir), sampler="vllm", sampler_url=url, history="template") as base_url:
+            admin = {"X-Admin-Token": "t0ken"}
+            session_id = httpx.post(base_url.removesuffix("/v1") + "/admin/sessions", headers=admin).json()["session_id"]
+            answer = httpx.post(base_url + "/chat/completions", headers={"Authorization": f"Bearer {session_id}"},
+                                json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["choices"][0]["message"]["content"] == "Hello there"
+            finished = httpx.post(base_url.removesuffix("/v1") + f"/admin/sessions/{session_id}/finish", headers=admin)
+            (trace,) = finished.json()["traces"]
+            assert trace["token_ids"][trace["prompt_length"]:] == reply
+    finally:
+        engine.should_exit = True
+        engine_thread.join(5)
+    assert seen[0][0] == session_id and seen[0][1]["stream"] is True
 
 
 def test_serves_until_stopped(tiny_model_dir):

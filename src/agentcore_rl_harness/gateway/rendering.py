@@ -19,12 +19,13 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata, resources
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import RenderError
+from .messages import WireError, text_of
 from .tool_formats import ToolCall, ToolFormat, detect_tool_format
 
 Message = dict[str, Any]
@@ -108,22 +109,11 @@ class Renderer(Protocol):
 
 
 def _text_of(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, Mapping) and part.get("type") in ("text", "input_text", None):
-                parts.append(str(part.get("text", "")))
-            else:
-                kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
-                raise RenderError(f"unsupported message content part {kind!r}: only text is rendered")
-        return "".join(parts)
-    raise RenderError(f"message content must be a string or a list of text parts, got {content!r}")
+    """`messages.text_of` for the renderer's callers, failing as a `RenderError`."""
+    try:
+        return text_of(content, where="message content", kinds=("text", "input_text", "output_text", None))
+    except WireError as exc:
+        raise RenderError(str(exc)) from exc
 
 
 def _arguments(value: Any) -> Any:
@@ -221,26 +211,26 @@ class ChatTemplateRenderer:
         self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
     ) -> str:
+        return self.render_normalized(normalize_messages(messages), tools=tools,
+                                      add_generation_prompt=add_generation_prompt)
+
+    def render_normalized(
+        self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        """`render` for messages that are already `normalize_messages` output (plain JSON data:
+        the trajectory tree keeps them so), skipping the second normalisation."""
         if tools and not self.supports_tools:
             raise RenderError(
                 "the request has tools but the chat template has no known tool format (Hermes or "
                 "Qwen <tool_call>, Llama 3.1 JSON); use a tool-aware template, e.g. "
                 "templates/chatml_tools.jinja"
             )
-        normalised = normalize_messages(messages)
         try:
-            if self._jinja is not None and normalised:
-                # What apply_chat_template(tokenize=False) does for plain-dict messages, minus its
-                # per-call conversion of message objects (ours are already plain dicts).
-                rendered, _ = self._jinja(
-                    conversations=[[{k: v for k, v in m.items() if v is not None} for m in normalised]],
-                    tools=list(tools) if tools else None, documents=None, chat_template=self._template,
-                    return_assistant_tokens_mask=False, continue_final_message=False,
-                    add_generation_prompt=add_generation_prompt, **self._tokenizer.special_tokens_map,
-                )
-                return rendered[0]
+            if self._jinja is not None and messages:
+                return self._jinja(messages, list(tools) if tools else None, add_generation_prompt)
             return self._tokenizer.apply_chat_template(
-                normalised, tools=list(tools) if tools else None,
+                list(messages), tools=list(tools) if tools else None,
                 chat_template=self._template, add_generation_prompt=add_generation_prompt,
                 tokenize=False,
             )
@@ -287,19 +277,46 @@ class ChatTemplateRenderer:
                            ill_formed=parsed.ill_formed)
 
 
-def _direct_renderer(tokenizer: Any, template: Any) -> Any:
-    """transformers' `render_jinja_template` when `apply_chat_template` of this tokenizer is the
-    stock one and the template is one string (not a dict of named templates), else None."""
+def _direct_renderer(tokenizer: Any, template: Any) -> Callable[..., str] | None:
+    """What `apply_chat_template(tokenize=False)` does for plain-dict messages, without its
+    per-call conversions: `(messages, tools, add_generation_prompt) -> text`, or None when the
+    tokenizer's `apply_chat_template` is not the stock one or the template is not one string.
+
+    Normalised messages and JSON tools are already the plain data transformers'
+    `_plain_template_data` rebuilds, so the compiled template (transformers' own cache, its
+    immutable sandbox) renders them directly; reasoning is aliased the way transformers does
+    (`_alias_reasoning_fields`). Where those helpers are missing, `render_jinja_template`."""
     if not isinstance(template, str):
         return None
     try:
         from transformers.tokenization_utils_base import PreTrainedTokenizerBase
-        from transformers.utils.chat_template_utils import render_jinja_template
+        from transformers.utils import chat_template_utils
     except ImportError:
         return None
+    special = getattr(tokenizer, "special_tokens_map", None)
     stock = getattr(type(tokenizer), "apply_chat_template", None) is PreTrainedTokenizerBase.apply_chat_template
-    has_map = isinstance(getattr(tokenizer, "special_tokens_map", None), dict)
-    return render_jinja_template if stock and has_map else None
+    if not stock or not isinstance(special, dict):
+        return None
+    special = {k: v for k, v in special.items() if isinstance(k, str) and type(v) is str}
+    compile_template = getattr(chat_template_utils, "_compile_jinja_template", None)
+    alias = getattr(chat_template_utils, "_alias_reasoning_fields", None)
+    if compile_template is not None and alias is not None:
+        compiled = compile_template(template)
+
+        def render(messages: Sequence[Message], tools: list[Any] | None, add_generation_prompt: bool) -> str:
+            chat = alias([{k: v for k, v in m.items() if v is not None} for m in messages])
+            return compiled.render(messages=chat, tools=tools, documents=None,
+                                   add_generation_prompt=add_generation_prompt, **special)
+        return render
+    render_jinja_template = chat_template_utils.render_jinja_template
+
+    def render_stock(messages: Sequence[Message], tools: list[Any] | None, add_generation_prompt: bool) -> str:
+        rendered, _ = render_jinja_template(
+            conversations=[[{k: v for k, v in m.items() if v is not None} for m in messages]], tools=tools,
+            documents=None, chat_template=template, return_assistant_tokens_mask=False,
+            continue_final_message=False, add_generation_prompt=add_generation_prompt, **tokenizer.special_tokens_map)
+        return rendered[0]
+    return render_stock
 
 
 def _split_reasoning(text: str) -> tuple[str | None, str]:

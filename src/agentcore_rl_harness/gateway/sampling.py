@@ -1,14 +1,39 @@
-"""The `SamplingBackend` seam: prompt token ids in, sampled token ids + logprobs out."""
+"""The `SamplingBackend` seam: prompt token ids in, sampled token ids + logprobs out.
+
+Which session a sample belongs to rides beside the seam, not through it: the gateway samples each
+turn inside `routing_key(session_id)`, and a backend that can use it (the HTTP samplers send it
+as a sticky-routing header, so a load balancer keeps a session on the replica holding its prefix
+cache) reads `current_routing_key()`. Backends that do not care never see it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from ..records import SampleResult, SamplingParams
 
 # Called once per sampled token, in order, on the caller's event loop thread: (token_id, logprob).
 TokenCallback = Callable[[int, float], None]
+
+_routing_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("routing_key", default=None)
+
+
+@contextlib.contextmanager
+def routing_key(session_id: str | None) -> Iterator[None]:
+    """Within this block (and tasks created in it), `current_routing_key()` is `session_id`."""
+    token = _routing_key.set(session_id)
+    try:
+        yield
+    finally:
+        _routing_key.reset(token)
+
+
+def current_routing_key() -> str | None:
+    """The session id of the sample being taken, when the gateway set one."""
+    return _routing_key.get()
 
 
 @runtime_checkable

@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import HarnessError
+from ..errors import ConfigError, HarnessError
 from ..records import SampleResult, SamplingParams, Trace, Usage
 from .rendering import ParsedReply, Renderer
-from .trajectory import PromptPlan, Turn, TurnTree, chain_metadata
+from .trajectory import HISTORY_MODES, PromptPlan, Turn, TurnTree, chain_metadata
 
 MAX_SESSION_ID_LENGTH = 256
 
@@ -81,12 +81,13 @@ class Session:
     """One agent session: its sampling policy, limits and turn tree, behind a lock."""
 
     def __init__(self, session_id: str, sampling: SamplingParams, renderer: Renderer,
-                 limits: SessionLimits = SessionLimits(), opened_at: float = 0.0) -> None:
+                 limits: SessionLimits = SessionLimits(), opened_at: float = 0.0, *,
+                 history: str = "exact") -> None:
         self.session_id = session_id
         self.sampling = sampling
         self.limits = limits
         self.opened_at = opened_at
-        self._tree = TurnTree(renderer)
+        self._tree = TurnTree(renderer, history=history)
         self._lock = threading.Lock()
         self._closed = False
         self._overrides: dict[str, int] = {}
@@ -125,12 +126,13 @@ class Session:
         with self._lock:
             self._in_flight -= 1
 
-    def record(self, plan: PromptPlan, sample: SampleResult, reply: ParsedReply) -> Turn:
+    def record(self, plan: PromptPlan, sample: SampleResult, reply: ParsedReply, *,
+               completion_text: str | None = None) -> Turn:
         with self._lock:
             self._check_open()
             self._prompt_tokens += len(plan.prompt_token_ids)
             self._completion_tokens += len(sample.token_ids)
-            return self._tree.record(plan, sample, reply)
+            return self._tree.record(plan, sample, reply, completion_text=completion_text)
 
     def count_override(self, name: str) -> None:
         """The agent asked for a sampling value the session does not allow."""
@@ -183,8 +185,12 @@ class SessionStore:
     def __init__(
         self, *, renderer: Renderer, default_sampling: SamplingParams = SamplingParams(),
         limits: SessionLimits = SessionLimits(), clock: Callable[[], float] = time.monotonic,
+        history: str = "exact",
     ) -> None:
+        if history not in HISTORY_MODES:
+            raise ConfigError(f"history={history!r} is not a history mode; choose one of {', '.join(HISTORY_MODES)}")
         self._renderer = renderer
+        self.history = history
         self._default_sampling = default_sampling
         self.limits = limits
         self._clock = clock
@@ -205,7 +211,7 @@ class SessionStore:
             if session_id in self._open or session_id in self._finished or session_id in self._reaped:
                 raise SessionExistsError(f"session {session_id!r} already exists")
             self._open[session_id] = Session(session_id, sampling or self._default_sampling,
-                                             self._renderer, self.limits, self._clock())
+                                             self._renderer, self.limits, self._clock(), history=self.history)
         return session_id
 
     def get(self, session_id: str) -> Session:

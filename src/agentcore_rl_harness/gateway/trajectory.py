@@ -44,6 +44,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from ..records import FinishReason, SampleResult, Trace
 from .rendering import Message, ParsedReply, Renderer, message_key, normalize_messages
 
@@ -77,6 +79,7 @@ class Turn:
     fork: bool
     history_keys: tuple[tuple[Any, ...], ...] = ()
     reply_key: tuple[Any, ...] = ()
+    completion_text: str | None = None
 
 
 def _tools_key(tools: Sequence[Mapping[str, Any]] | None) -> str:
@@ -96,12 +99,11 @@ RENDER_CACHE_SIZE = 8
 
 
 def _render_key(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
-                add_generation_prompt: bool) -> str | None:
+                add_generation_prompt: bool) -> bytes | None:
     """An exact key of what the template sees (dict order kept), or None when not JSON."""
     try:
-        return json.dumps([list(messages), list(tools) if tools else None, add_generation_prompt],
-                          ensure_ascii=False)
-    except (TypeError, ValueError):
+        return orjson.dumps([messages, tools or None, add_generation_prompt])
+    except (TypeError, orjson.JSONEncodeError):
         return None
 
 
@@ -123,7 +125,8 @@ class TurnTree:
         self._renderer = renderer
         self.history = history
         self._turns: list[Turn] = []
-        self._renders: OrderedDict[str, str] = OrderedDict()
+        self._renders: OrderedDict[bytes, str] = OrderedDict()
+        self._render_text = getattr(renderer, "render_normalized", None) or getattr(renderer, "render", None)
 
     def _render(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
                 add_generation_prompt: bool = True) -> str:
@@ -132,7 +135,7 @@ class TurnTree:
         if key is not None and key in self._renders:
             self._renders.move_to_end(key)
             return self._renders[key]
-        text = self._renderer.render(messages, tools=tools, add_generation_prompt=add_generation_prompt)
+        text = self._render_text(messages, tools=tools, add_generation_prompt=add_generation_prompt)
         if key is not None:
             self._renders[key] = text
             if len(self._renders) > RENDER_CACHE_SIZE:
@@ -176,8 +179,17 @@ class TurnTree:
                 tools: Sequence[Mapping[str, Any]] | None) -> tuple[tuple[int, ...], bool] | None:
         """parent prompt + sampled ids + the template's text after the reply, or None when the
         template offers no such suffix. Tried as sent, then with reasoning removed (templates
-        that drop earlier `<think>` blocks render the reply differently once a turn follows)."""
+        that drop earlier `<think>` blocks render the reply differently once a turn follows).
+
+        The common case costs one render: when the template's text for the whole request is the
+        parent's prompt text followed by exactly the sampled text, the rest is the suffix."""
         render = self._render
+        sampled = self._completion_text(parent)
+        head = render(messages[:last], tools, True)  # the parent's prompt render: cached
+        full = render(messages, tools, True)
+        if full.startswith(head) and full.startswith(sampled, len(head)):
+            suffix = self._renderer.encode(full[len(head) + len(sampled):])
+            return parent.prompt_token_ids + parent.completion_token_ids + tuple(suffix), False
         for variant in (messages, _without_reasoning(messages)):
             head = render(variant[:last], tools, True)
             with_reply = render(variant[: last + 1], tools, False)
@@ -187,7 +199,6 @@ class TurnTree:
         else:
             return None
         block = with_reply[len(head):]
-        sampled = self._renderer.decode(parent.completion_token_ids)
         drift = not block.startswith(sampled)
         if drift:
             end = self._renderer.end_of_turn
@@ -201,8 +212,15 @@ class TurnTree:
         prompt = parent.prompt_token_ids + parent.completion_token_ids + tuple(suffix)
         return prompt, drift
 
-    def record(self, plan: PromptPlan, sample: SampleResult, reply: ParsedReply) -> Turn:
-        """Add the sampled turn for `plan` to the tree."""
+    def _completion_text(self, turn: Turn) -> str:
+        if turn.completion_text is None:
+            return self._renderer.decode(turn.completion_token_ids)
+        return turn.completion_text
+
+    def record(self, plan: PromptPlan, sample: SampleResult, reply: ParsedReply, *,
+               completion_text: str | None = None) -> Turn:
+        """Add the sampled turn for `plan` to the tree. `completion_text`, when the caller has it,
+        is `renderer.decode(sample.token_ids)` (saves decoding it again when a turn follows)."""
         siblings = any(t.parent == plan.parent for t in self._turns) if plan.parent is not None else False
         fork = siblings or (plan.parent is None and bool(self._turns))
         finish = sample.finish_reason.value if isinstance(sample.finish_reason, FinishReason) else str(sample.finish_reason)
@@ -214,6 +232,7 @@ class TurnTree:
             reply=reply.to_message(), tool_calls=len(reply.tool_calls),
             ill_formed=reply.ill_formed, drift=plan.drift, fork=fork,
             history_keys=tuple(_keys(plan.messages)), reply_key=message_key(reply.to_message()),
+            completion_text=completion_text,
         )
         self._turns.append(turn)
         return turn

@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import SamplingError
 from ..records import SampleResult, SamplingParams, Usage
 from .rendering import ParsedReply, Renderer
-from .sampling import SamplingBackend, TokenCallback
+from .sampling import SamplingBackend, TokenCallback, routing_key
 from .sessions import Session
 from .trajectory import PromptPlan, Turn
 
@@ -120,6 +120,18 @@ def _check_sample(sample: SampleResult) -> None:
         )
 
 
+def _decoded(token_ids: Sequence[int], stop_token_ids: Sequence[int], renderer: Renderer) -> tuple[str, str]:
+    """(text of all sampled ids, text of the reply without its final stop token), decoding once
+    when the stop is the template's end-of-turn token."""
+    completion_text = renderer.decode(token_ids)
+    if not token_ids or token_ids[-1] not in stop_token_ids:
+        return completion_text, completion_text
+    end = renderer.end_of_turn
+    if token_ids[-1] == renderer.stop_token_ids[0] and end and completion_text.endswith(end):
+        return completion_text, completion_text[:-len(end)]
+    return completion_text, renderer.decode(token_ids[:-1])
+
+
 async def sample_turn(
     prepared: PreparedTurn, *, sampler: SamplingBackend, renderer: Renderer,
     on_token: TokenCallback | None = None,
@@ -131,13 +143,12 @@ async def sample_turn(
             return TurnResult(reply=ParsedReply(content=""), sampled_finish="length",
                               usage=Usage(len(plan.prompt_token_ids), 0), turn=None)
         extra = {} if on_token is None else {"on_token": on_token}
-        sample = await sampler.sample(prompt_token_ids=plan.prompt_token_ids, params=params, **extra)
+        with routing_key(session.session_id):
+            sample = await sampler.sample(prompt_token_ids=plan.prompt_token_ids, params=params, **extra)
         _check_sample(sample)
-        reply_ids = sample.token_ids
-        if reply_ids and reply_ids[-1] in params.stop_token_ids:
-            reply_ids = reply_ids[:-1]
-        reply = renderer.parse_reply(renderer.decode(reply_ids), tools=prepared.tools)
-        turn = session.record(plan, sample, reply)
+        completion_text, reply_text = _decoded(sample.token_ids, params.stop_token_ids, renderer)
+        reply = renderer.parse_reply(reply_text, tools=prepared.tools)
+        turn = session.record(plan, sample, reply, completion_text=completion_text)
     finally:
         session.end_turn()
     return TurnResult(reply=reply, sampled_finish=turn.finish_reason,

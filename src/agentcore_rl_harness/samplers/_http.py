@@ -1,42 +1,33 @@
-"""Shared plumbing of the HTTP samplers (vLLM, SGLang): routing key, errors, result checks.
+"""Shared plumbing of the HTTP samplers (vLLM, SGLang): routing header, SSE, errors, result checks.
 
-`routing_key` carries the gateway session id to the sampler without widening the seam: the
-gateway wraps a turn's `sample` call in `with routing_key(session_id):` and the HTTP samplers
-send it as a sticky-routing header, so a load balancer keeps a session on the replica that
-holds its prefix cache.
+The routing key is the gateway session id (`gateway.sampling.routing_key`, set around each
+turn's `sample` call); the HTTP samplers send it as a sticky-routing header, so a load balancer
+keeps a session on the replica that holds its prefix cache.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
+import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
+import orjson
 
 from ..errors import SamplingError
-from ..gateway.sampling import TokenCallback
+from ..gateway.sampling import TokenCallback, current_routing_key, routing_key
 from ..records import FinishReason, SampleResult
 
 ROUTING_HEADER = "X-Session-Id"
 
-_routing_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("routing_key", default=None)
-
-
-@contextlib.contextmanager
-def routing_key(session_id: str | None) -> Iterator[None]:
-    """Within this block, HTTP samplers send `session_id` as their sticky-routing header."""
-    token = _routing_key.set(session_id)
-    try:
-        yield
-    finally:
-        _routing_key.reset(token)
+__all__ = ["ROUTING_HEADER", "TokenStream", "checked_result", "finish_reason", "post_events", "post_json",
+           "routing_headers", "routing_key"]
 
 
 def routing_headers(header: str = ROUTING_HEADER) -> dict[str, str]:
-    key = _routing_key.get()
+    """`{header: session id}` while the gateway samples a session's turn, else `{}`."""
+    key = current_routing_key()
     return {header: key} if key else {}
 
 
@@ -56,6 +47,52 @@ async def post_json(client: httpx.AsyncClient, url: str, body: Mapping[str, Any]
         raise SamplingError(f"{engine} answered non-JSON at {url}: {response.text[:200]!r}") from exc
 
 
+async def post_events(client: httpx.AsyncClient, url: str, body: Mapping[str, Any], *, engine: str,
+                      headers: Mapping[str, str] | None = None) -> AsyncIterator[Any]:
+    """POST `body` and yield each `data: <json>` event of the server-sent stream until
+    `data: [DONE]`, as it arrives. A server that answers plain JSON instead (it ignored `stream`)
+    yields that one object. An event `{"error": ...}`, an HTTP error or a stream that ends without
+    `[DONE]` is a `SamplingError`."""
+    try:
+        async with client.stream("POST", url, json=dict(body), headers=dict(headers or {})) as response:
+            if response.status_code >= 400:
+                text = (await response.aread()).decode(errors="replace")
+                raise SamplingError(f"{engine} answered {response.status_code} at {url}: {text[:500]}")
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                yield _decoded(await response.aread(), engine=engine, url=url)
+                return
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue  # blank separators, comments, `event:` lines
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                event = _decoded(data.encode(), engine=engine, url=url)
+                if isinstance(event, Mapping) and event.get("error") is not None:
+                    raise SamplingError(f"{engine} stream from {url} failed: {str(event['error'])[:500]}")
+                yield event
+    except httpx.HTTPError as exc:
+        raise SamplingError(f"{engine} request to {url} failed: {type(exc).__name__}: {exc}; is the "
+                            "server running and reachable?") from exc
+    raise SamplingError(f"{engine} stream from {url} ended without 'data: [DONE]' (the server closed it early)")
+
+
+def _decoded(data: bytes, *, engine: str, url: str) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:
+            return json.loads(data)  # NaN / Infinity, which a checked logprob then refuses by name
+        except ValueError as exc:
+            raise SamplingError(f"{engine} answered non-JSON at {url}: {data[:200]!r}") from exc
+
+
+def checked_logprob(value: Any, position: int, *, engine: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SamplingError(f"{engine} returned logprob {value!r} for token {position}; expected a finite number")
+    return float(value)
+
+
 def finish_reason(value: Any, *, engine: str) -> FinishReason:
     if value in ("stop", "length"):
         return FinishReason(value)
@@ -69,14 +106,37 @@ def checked_result(token_ids: Sequence[Any], logprobs: Sequence[Any] | None, fin
         got = "no logprobs" if logprobs is None else f"{len(logprobs)} logprobs"
         raise SamplingError(f"{engine} returned {len(token_ids)} tokens but {got}; enable logprobs on the "
                             "server, a sample without them cannot be trained on")
-    values = []
-    for position, value in enumerate(logprobs):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise SamplingError(f"{engine} returned logprob {value!r} for token {position}; expected a finite number")
-        values.append(float(value))
+    values = [checked_logprob(value, position, engine=engine) for position, value in enumerate(logprobs)]
     result = SampleResult(token_ids=tuple(int(t) for t in token_ids), logprobs=tuple(values),
                           finish_reason=finish, policy_version=policy_version)
     if on_token is not None:
         for token_id, logprob in zip(result.token_ids, result.logprobs):
             on_token(token_id, logprob)
     return result
+
+
+class TokenStream:
+    """The tokens of one sample as they stream in: each logprob is checked and handed to
+    `on_token` on arrival, so the gateway streams tokens while the engine decodes them."""
+
+    def __init__(self, *, engine: str, on_token: TokenCallback | None) -> None:
+        self.engine = engine
+        self.on_token = on_token
+        self.token_ids: list[int] = []
+        self.logprobs: list[float] = []
+
+    def extend(self, token_ids: Sequence[Any], logprobs: Sequence[Any] | None) -> None:
+        if logprobs is None or len(logprobs) != len(token_ids):
+            got = "no logprobs" if logprobs is None else f"{len(logprobs)} logprobs"
+            raise SamplingError(f"{self.engine} streamed {len(token_ids)} tokens but {got}; enable logprobs on "
+                                "the server, a sample without them cannot be trained on")
+        for token_id, value in zip(token_ids, logprobs):
+            logprob = checked_logprob(value, len(self.token_ids), engine=self.engine)
+            self.token_ids.append(int(token_id))
+            self.logprobs.append(logprob)
+            if self.on_token is not None:
+                self.on_token(self.token_ids[-1], logprob)
+
+    def result(self, finish: FinishReason, *, policy_version: int) -> SampleResult:
+        return SampleResult(token_ids=tuple(self.token_ids), logprobs=tuple(self.logprobs),
+                            finish_reason=finish, policy_version=policy_version)

@@ -29,6 +29,15 @@ def import_tinker() -> Any:
     return tinker
 
 
+def _at_least(version: str, minimum: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version) >= Version(minimum)
+    except InvalidVersion:
+        return False
+
+
 class TinkerSampler:
     """A `SamplingBackend` over a `tinker.SamplingClient` (from `ServiceClient` or a trainer)."""
 
@@ -36,6 +45,15 @@ class TinkerSampler:
         self._tinker = import_tinker()
         self.sampling_client = sampling_client
         self.policy_version = policy_version
+        self._awaitable_sample = _at_least(getattr(self._tinker, "__version__", "0"), "0.38")
+
+    def swap_client(self, sampling_client: Any, *, policy_version: int) -> None:
+        """Sample from new weights from now on (a trainer's weight sync); samples in flight keep
+        the client and version they started with."""
+        self.sampling_client, self.policy_version = sampling_client, policy_version
+
+    def close(self) -> None:
+        """Nothing to release: the sampling client belongs to whoever made it (a trainer, the CLI)."""
 
     def request(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> dict[str, Any]:
         """The keyword arguments of `SamplingClient.sample_async`, as real tinker objects."""
@@ -51,8 +69,13 @@ class TinkerSampler:
 
     async def sample(self, *, prompt_token_ids: Sequence[int], params: SamplingParams,
                      on_token: TokenCallback | None = None) -> SampleResult:
+        client, version = self.sampling_client, self.policy_version
+        request = self.request(prompt_token_ids, params)
+        # tinker 0.38's sample() returns an awaitable future and deprecates sample_async; 0.25's
+        # (SkyRL's SDK) returns a plain concurrent future, so it keeps sample_async.
+        sample = getattr(client, "sample", None) if self._awaitable_sample else None
         try:
-            response = await self.sampling_client.sample_async(**self.request(prompt_token_ids, params))
+            response = await (sample(**request) if sample is not None else client.sample_async(**request))
         except self._tinker.TinkerError as exc:
             raise SamplingError(f"{ENGINE} sampling failed: {type(exc).__name__}: {exc}") from exc
         sequences = getattr(response, "sequences", None)
@@ -61,4 +84,4 @@ class TinkerSampler:
         sequence = sequences[0]
         return checked_result(sequence.tokens, sequence.logprobs,
                               finish_reason(str(sequence.stop_reason), engine=ENGINE), engine=ENGINE,
-                              policy_version=self.policy_version, on_token=on_token)
+                              policy_version=version, on_token=on_token)

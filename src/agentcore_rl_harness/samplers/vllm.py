@@ -1,18 +1,27 @@
 """`VLLMSampler`: tokens in, tokens + logprobs out through vLLM's `POST /inference/v1/generate`.
 
-Pinned to the request/response shape of vLLM 0.18 (`vllm/entrypoints/serve/disagg/protocol.py`,
-https://docs.vllm.ai/en/v0.18.2/api/vllm/entrypoints/serve/disagg/serving/): the request is
-`{token_ids, sampling_params, model?, stream: false, request_id}`; the answer's
-`choices[0]` has `token_ids`, `finish_reason` and `logprobs.content[i].logprob`. Serve with
-`vllm serve MODEL --enable-scale-out --tokens-only --logprobs-mode processed_logprobs` so the
-logprobs are those of softmax(logits / T), the harness' contract. Each request carries the
-session's routing key (`X-Session-Id` by default) for sticky routing behind a load balancer.
+Request/response shapes of vLLM's tokens-in/tokens-out API (`vllm/entrypoints/serve/disagg/
+protocol.py` and `serving.py`; docs https://docs.vllm.ai/en/v0.18.2/api/vllm/entrypoints/serve/
+disagg/serving/): the request is `{token_ids, sampling_params, model?, stream, request_id}`; an
+answer's `choices[0]` has `token_ids`, `finish_reason` and `logprobs.content[i].logprob`.
+
+Streaming (`stream=True`, the default): `ServingTokens.serve_tokens_stream_generator` (vLLM main,
+commit 0001948b) answers `text/event-stream` with one `data: <GenerateStreamResponse>` per engine
+step, whose `choices[0]` carries only the new `token_ids` and their logprobs (DELTA output), the
+last one its `finish_reason`, then `data: [DONE]`; errors arrive as `data: {"error": ...}`. Tokens
+reach `on_token` as those events arrive. A server that ignores `stream` answers the JSON
+response, which has the same `choices` shape and is read the same way.
+
+Serve with `vllm serve MODEL --enable-scale-out --tokens-only --logprobs-mode processed_logprobs`
+so the logprobs are those of softmax(logits / T), the harness' contract. Each request carries the
+session's routing key (`X-Session-Id` by default, see `gateway.sampling.routing_key`) for sticky routing
+behind a load balancer. Closing the stream (a cancelled sample) makes vLLM abort the request.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -20,7 +29,7 @@ import httpx
 from ..errors import SamplingError
 from ..gateway.sampling import TokenCallback
 from ..records import SampleResult, SamplingParams
-from ._http import ROUTING_HEADER, checked_result, finish_reason, post_json, routing_headers
+from ._http import ROUTING_HEADER, TokenStream, finish_reason, post_events, routing_headers
 
 ENGINE = "vLLM"
 # vLLM fills a missing logprob with this placeholder (ChatCompletionLogProbsContent's default).
@@ -31,12 +40,13 @@ class VLLMSampler:
     """A `SamplingBackend` over a vLLM server's token-in/token-out endpoint."""
 
     def __init__(self, base_url: str, *, model: str | None = None, timeout_s: float = 600.0,
-                 routing_header: str = ROUTING_HEADER, policy_version: int = 0,
+                 routing_header: str = ROUTING_HEADER, policy_version: int = 0, stream: bool = True,
                  client: httpx.AsyncClient | None = None) -> None:
         self.url = base_url.rstrip("/") + "/inference/v1/generate"
         self.model = model
         self.routing_header = routing_header
         self.policy_version = policy_version
+        self.stream = stream
         self._client = client or httpx.AsyncClient(timeout=timeout_s)
 
     def request_body(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> dict[str, Any]:
@@ -49,7 +59,7 @@ class VLLMSampler:
         if params.seed is not None:
             sampling["seed"] = params.seed
         body: dict[str, Any] = {"request_id": uuid.uuid4().hex, "token_ids": [int(t) for t in prompt_token_ids],
-                                "sampling_params": sampling, "stream": False}
+                                "sampling_params": sampling, "stream": self.stream}
         if self.model is not None:
             body["model"] = self.model
         return body
@@ -57,24 +67,42 @@ class VLLMSampler:
     async def sample(self, *, prompt_token_ids: Sequence[int], params: SamplingParams,
                      on_token: TokenCallback | None = None) -> SampleResult:
         body = self.request_body(prompt_token_ids, params)
-        data = await post_json(self._client, self.url, body, engine=ENGINE,
-                               headers=routing_headers(self.routing_header))
-        try:
-            choice = data["choices"][0]
-            token_ids = choice["token_ids"]
-            content = (choice.get("logprobs") or {}).get("content")
-        except (KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise SamplingError(f"{ENGINE} answer has no choices[0].token_ids: {str(data)[:300]}") from exc
-        if token_ids is None:
-            raise SamplingError(f"{ENGINE} answer has token_ids null; the token-in endpoint must return ids")
-        logprobs = None
-        if content is not None:
-            logprobs = [entry.get("logprob") if isinstance(entry, dict) else None for entry in content]
-            if any(value is not None and value <= _MISSING_LOGPROB for value in logprobs):
-                raise SamplingError(f"{ENGINE} returned its missing-logprob placeholder ({_MISSING_LOGPROB}); "
-                                    "request logprobs (sampling_params.logprobs=0) from a server that supports them")
-        return checked_result(token_ids, logprobs, finish_reason(choice.get("finish_reason"), engine=ENGINE),
-                              engine=ENGINE, policy_version=self.policy_version, on_token=on_token)
+        tokens = TokenStream(engine=ENGINE, on_token=on_token)
+        finish = None
+        async for event in post_events(self._client, self.url, body, engine=ENGINE,
+                                       headers=routing_headers(self.routing_header)):
+            choice = _first_choice(event)
+            if choice is None:
+                continue  # a usage-only chunk
+            tokens.extend(choice["token_ids"], _logprobs(choice))
+            finish = choice.get("finish_reason") or finish
+        if finish is None:
+            raise SamplingError(f"{ENGINE} answer for request {body['request_id']} has no finish_reason")
+        return tokens.result(finish_reason(finish, engine=ENGINE), policy_version=self.policy_version)
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _first_choice(event: Any) -> Mapping[str, Any] | None:
+    try:
+        choices = event["choices"]
+        if not choices and "usage" in event:
+            return None
+        choice = choices[0]
+        if choice["token_ids"] is None:
+            raise SamplingError(f"{ENGINE} answer has token_ids null; the token-in endpoint must return ids")
+        return choice
+    except (KeyError, IndexError, TypeError) as exc:
+        raise SamplingError(f"{ENGINE} answer has no choices[0].token_ids: {str(event)[:300]}") from exc
+
+
+def _logprobs(choice: Mapping[str, Any]) -> list[Any] | None:
+    content = (choice.get("logprobs") or {}).get("content")
+    if content is None:
+        return None
+    logprobs = [entry.get("logprob") if isinstance(entry, dict) else None for entry in content]
+    if any(isinstance(value, (int, float)) and value <= _MISSING_LOGPROB for value in logprobs):
+        raise SamplingError(f"{ENGINE} returned its missing-logprob placeholder ({_MISSING_LOGPROB}); "
+                            "request logprobs (sampling_params.logprobs=0) from a server that supports them")
+    return logprobs

@@ -5,15 +5,15 @@ empty traces); this module only changes the layout. A trace of N tokens becomes 
 whose inputs are the first N-1 tokens and whose targets are the last N-1 (the layout of
 `tinker.Datum` and of SageMaker Training Sessions):
 
-    token_ids   t0 t1 t2 t3 t4 t5          prompt_length = 3, loss_mask 0 0 0 1 1 0 ... per token
+    token_ids   t0 t1 t2 t3 t4 t5          prompt_length = 2; BatchItem.loss_mask covers the
+    loss_mask         0  1  1  0          tokens after the prompt (t2..t5), as traces do
     input       t0 t1 t2 t3 t4
     target         t1 t2 t3 t4 t5
-    mask            0  0  1  1  0          mask[i] = loss_mask[i + 1]
+    mask            0  0  1  1  0          1 where the target is a trained (sampled) token
     logprobs        0  0 l3 l4  0          the sampler's logprob of target i (0 where mask is 0)
     advantages      0  0  A  A  0          the rollout's advantage where mask is 1, else 0
 
-The first token is never a target (it has no context), which is why a trace whose first token
-carries loss is rejected: no sampler produces one.
+The first token is never a target (it has no context): a trace needs a prompt of 1+ tokens.
 """
 
 from __future__ import annotations
@@ -47,11 +47,18 @@ class TokenDatum:
 
 def token_datum(item: BatchItem) -> TokenDatum:
     """Shift one `BatchItem` into input/target layout (see the module docstring)."""
-    if len(item.token_ids) < 2:
-        raise ValueError(f"trace of rollout {item.rollout_key!r} has {len(item.token_ids)} token(s); need 2+")
-    if item.loss_mask[0]:
-        raise ValueError(f"trace of rollout {item.rollout_key!r} trains its first token, which has no context")
-    mask = tuple(float(m) for m in item.loss_mask[1:])
+    completion = len(item.token_ids) - item.prompt_length
+    if item.prompt_length < 1 or len(item.loss_mask) != completion or len(item.old_logprobs) != completion:
+        raise ValueError(
+            f"trace of rollout {item.rollout_key!r}: {len(item.token_ids)} tokens, prompt_length "
+            f"{item.prompt_length}, {len(item.loss_mask)} mask entries, {len(item.old_logprobs)} logprobs; "
+            "need a prompt of 1+ tokens and one mask entry and logprob per token after it"
+        )
+    # Targets are token_ids[1:]: the prompt's targets (all but its first token) carry no loss.
+    mask = (0.0,) * (item.prompt_length - 1) + tuple(float(m) for m in item.loss_mask)
+    logprobs = (0.0,) * (item.prompt_length - 1) + tuple(
+        float(lp) if m else 0.0 for lp, m in zip(item.old_logprobs, item.loss_mask)
+    )
     return TokenDatum(
         group_id=item.group_id,
         rollout_key=item.rollout_key,
@@ -59,7 +66,7 @@ def token_datum(item: BatchItem) -> TokenDatum:
         input_tokens=item.token_ids[:-1],
         target_tokens=item.token_ids[1:],
         mask=mask,
-        logprobs=tuple(lp if m else 0.0 for lp, m in zip(item.old_logprobs[1:], mask)),
+        logprobs=logprobs,
         advantages=tuple(item.advantage if m else 0.0 for m in mask),
         advantage=item.advantage,
     )

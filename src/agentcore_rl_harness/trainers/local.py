@@ -52,7 +52,7 @@ class LocalTrainerConfig:
     lora_alpha: float = 32.0
     lora_dropout: float = 0.0
     lora_target_modules: tuple[str, ...] = DEFAULT_LORA_TARGETS
-    micro_batch_tokens: int | None = 4096
+    micro_batch_tokens: int | None = 1024
     """Padded tokens per forward/backward (long traces go alone); bounds activation memory."""
     micro_batch_size: int | None = None
     """Traces per forward/backward (combined with micro_batch_tokens when both are set)."""

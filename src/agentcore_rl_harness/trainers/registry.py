@@ -43,6 +43,11 @@ _PKG = "agentcore_rl_harness.trainers"
 
 TRAINERS: dict[str, TrainerSpec] = {
     "local": TrainerSpec("in_process", f"{_PKG}.local:LocalTrainerConfig", f"{_PKG}.local:build_trainer"),
+    "tinker": TrainerSpec("service", f"{_PKG}.tinker:TinkerTrainerConfig", f"{_PKG}.tinker:build_trainer"),
+    "skyrl": TrainerSpec("service", f"{_PKG}.skyrl:SkyRLTrainerConfig", f"{_PKG}.skyrl:build_trainer"),
+    "sagemaker": TrainerSpec("service", f"{_PKG}.sagemaker:SageMakerTrainerConfig", f"{_PKG}.sagemaker:build_trainer"),
+    "verl": TrainerSpec("external", "agentcore_rl_harness.integrations.verl:VerlTrainerConfig", "agentcore_rl_harness.integrations.verl:EXTERNAL_COMMAND"),
+    "slime": TrainerSpec("external", "agentcore_rl_harness.integrations.slime:SlimeTrainerConfig", "agentcore_rl_harness.integrations.slime:EXTERNAL_COMMAND"),
 }
 """kind -> spec. Adapters add themselves here (one line each)."""
 

@@ -1,0 +1,177 @@
+"""One harness whose gateway samples through an external trainer's inference engine.
+
+verl and slime own the policy weights and the inference servers; the harness contributes the
+rest of an episode: the gateway (rendering, exact token capture, traces), the agent runtime and
+the task's scoring. `EpisodeRunner` builds a `runner.Harness` around a given `SamplingBackend`
+and tokenizer (no weights are loaded here) and turns one (task, row, sample) into one scored
+`Rollout`, exactly as a `collect` run would record it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import inspect
+import itertools
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..config import HarnessConfig, SamplingConfig, compose_config
+from ..gateway.sampling import SamplingBackend
+from ..records import Rollout, Status, Trace
+from ..runner import Case, Episode, Harness
+from ..scoring import RolloutHandle, make_rollout, score_offline
+from ..tasks import TaskSpec
+
+FAILED_STATUSES = (Status.TIMEOUT, Status.AGENT_ERROR, Status.INFRA_ERROR)
+CONFIG_ENV = "AGENTCORE_RL_CONFIG"
+OVERRIDES_ENV = "AGENTCORE_RL_SET"
+
+
+def harness_config(
+    *, source: str | None, overrides: Sequence[str], trainer: str, temperature: float,
+    top_p: float, top_k: int, max_tokens_cap: int | None = None,
+) -> HarnessConfig:
+    """The composed harness config with `trainer=<trainer>` and the external engine's sampling.
+
+    The engine's temperature / top-p / top-k win (its trainer recomputes logprobs under them);
+    a turn's `max_tokens` is the harness's `sampling.max_tokens`, capped by the engine's budget.
+    """
+    composed = compose_config(
+        [f"trainer={trainer}", *overrides], source=Path(source) if source else None
+    ).typed
+    max_tokens = composed.sampling.max_tokens
+    if max_tokens_cap is not None:
+        max_tokens = min(max_tokens, max_tokens_cap)
+    sampling = SamplingConfig(temperature=temperature, top_p=top_p, top_k=max(top_k, 0),
+                              max_tokens=max_tokens)
+    return dataclasses.replace(composed, sampling=sampling)
+
+
+def overrides_from_env(text: str | None) -> list[str]:
+    """Hydra overrides from `AGENTCORE_RL_SET` (shell-style words: `a=1 "b=[x, y]"`)."""
+    return shlex.split(text or "")
+
+
+class EpisodeRunner:
+    """Gateway + runtime over an external `SamplingBackend`; `submit` gives scored rollouts."""
+
+    def __init__(
+        self,
+        config: HarnessConfig,
+        *,
+        sampler: SamplingBackend,
+        tokenizer: Any,
+        model_id: str,
+        run_id: str,
+        rollouts_dir: str | None = None,
+    ) -> None:
+        from ..gateway.rendering import ChatTemplateRenderer
+        from ..gateway.server import GatewayConfig, GatewayServer
+
+        self.config = config
+        self.run_id = run_id
+        self.tokenizer = tokenizer
+        self._indexes = itertools.count()
+        harness = Harness(config)
+        # The harness normally loads its own model and sampler in start(); here both come from
+        # the external trainer, so its gateway and runtime are built once, up front.
+        harness._sampler = _Closing(sampler)
+        harness.model_id = model_id
+        harness.gateway = GatewayServer(
+            sampler=sampler,
+            renderer=ChatTemplateRenderer(tokenizer),
+            model_id=model_id,
+            config=GatewayConfig(
+                host=config.gateway.host,
+                port=config.gateway.port,
+                max_body_bytes=config.gateway.max_body_bytes,
+                sampling=config.sampling.to_params(),
+            ),
+        ).start()
+        try:
+            harness.runtime = harness._build_runtime()
+        except BaseException:
+            harness.gateway.stop()
+            raise
+        self.harness = harness
+        self._store = None
+        if rollouts_dir:
+            from ..store import RunStore
+
+            self._store = RunStore(Path(rollouts_dir))
+
+    def next_sample_index(self) -> int:
+        """A process-unique sample index (it seeds the session; the engine's sampling decides)."""
+        return next(self._indexes)
+
+    def submit(self, case: Case) -> concurrent.futures.Future[Rollout]:
+        """Run and score `case` on the harness's loop; usable from any thread."""
+        return self.harness.loop.submit(self._run(case))
+
+    async def run(self, case: Case) -> Rollout:
+        """`submit` awaited from another event loop (verl's agent-loop worker)."""
+        return await asyncio.wrap_future(self.submit(case))
+
+    async def _run(self, case: Case) -> Rollout:
+        episode = await self.harness.run_case(case)
+        rollout = await asyncio.to_thread(self._score, case, episode)
+        if self._store is not None:
+            self._store.append(rollout)
+        return rollout
+
+    def _score(self, case: Case, episode: Episode) -> Rollout:
+        handle = RolloutHandle(episode)
+        fixtures = {"agentcore_rl_config": self.config, "gateway": self.harness.gateway}
+        verdict = score_offline(case, handle, self._call, fixtures)
+        return make_rollout(
+            run_id=self.run_id, case=case, episode=episode, handle=handle, verdict=verdict,
+            step=case.step,
+        )
+
+    def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run a sync or async task function (called from a worker thread, never the loop)."""
+        value = function(*args, **kwargs)
+        if inspect.isawaitable(value):
+
+            async def _await() -> Any:
+                return await value
+
+            return self.harness.loop.run(_await())
+        return value
+
+    def close(self) -> None:
+        try:
+            self.harness.close()
+        finally:
+            if self._store is not None:
+                self._store.close()
+
+
+class _Closing:
+    """What the harness closes on exit: the engine's client, if it has a sync `close`."""
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler = sampler
+
+    def close(self) -> None:
+        close = getattr(self.sampler, "close", None)
+        if close is not None:
+            close()
+
+
+def case_for(spec: TaskSpec, row: dict[str, Any], *, sample_index: int, phase: str,
+             step: int | None = None) -> Case:
+    return Case(spec=spec, row=row, sample_index=sample_index, phase=phase, step=step)
+
+
+def is_failed(rollout: Rollout) -> bool:
+    """A rollout that cannot be scored (the agent or the infrastructure failed, or no reward)."""
+    return rollout.status in FAILED_STATUSES
+
+
+def trained_tokens(trace: Trace) -> int:
+    return sum(1 for mask in trace.loss_mask if mask)

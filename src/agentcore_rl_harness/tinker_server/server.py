@@ -1,0 +1,141 @@
+"""`TinkerServer`: the Tinker-compatible API under uvicorn on a background thread.
+
+Runs in-process (tests, notebooks) or as `agentcore-rl tinker-server`. Binds 127.0.0.1 by default.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+
+from ..errors import HarnessError
+
+log = logging.getLogger("agentcore_rl_harness.tinker_server")
+
+
+class TinkerServer:
+    """Serves `model` (a named model or a local HF folder) on `host:port` (0: a free port).
+
+    `api_key`: when set, requests must carry it in `X-API-Key` (else 401). `checkpoint_dir`:
+    where save_state / save_weights_for_sampler write (default: the harness cache).
+    `poll_wait_s`: how long retrieve_future waits for a result before answering try_again.
+    """
+
+    def __init__(self, model: str, *, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None,
+                 checkpoint_dir: str | os.PathLike[str] | None = None, max_models: int = 4,
+                 max_body_bytes: int = 64 * 1024 * 1024, poll_wait_s: float = 2.0,
+                 start_timeout_s: float = 10.0) -> None:
+        self.model = model
+        self.host = host
+        self.requested_port = port
+        self.api_key = api_key
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.max_models = max_models
+        self.max_body_bytes = max_body_bytes
+        self.poll_wait_s = poll_wait_s
+        self.start_timeout_s = start_timeout_s
+        self.engine = None
+        self.futures = None
+        self._server = None
+        self._thread: threading.Thread | None = None
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise HarnessError("the Tinker server is not started; call start() first")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """What to pass as `tinker.ServiceClient(base_url=...)` (or TINKER_BASE_URL)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> "TinkerServer":
+        """Load the model, bind, serve on a background thread; returns once requests are accepted."""
+        import uvicorn
+
+        from ..models import cache_dir, resolve_model
+        from .app import create_app
+        from .engine import Engine
+        from .futures import FutureTable
+
+        if self._thread is not None:
+            raise HarnessError("the Tinker server is already started")
+        checkpoint_root = self.checkpoint_dir or cache_dir() / "tinker-checkpoints"
+        self.engine = Engine(model_name=self.model, model_path=resolve_model(self.model),
+                             checkpoint_root=checkpoint_root, max_models=self.max_models)
+        self.futures = FutureTable()
+        sock = self._bind()
+        app = create_app(engine=self.engine, futures=self.futures, api_key=self.api_key,
+                         max_body_bytes=self.max_body_bytes, poll_wait_s=self.poll_wait_s)
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
+                                timeout_graceful_shutdown=5)
+        self._server = server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
+                                        name=f"tinker-server-{self._port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + self.start_timeout_s
+        while not server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise HarnessError(f"the Tinker server did not start within {self.start_timeout_s} s")
+            time.sleep(0.005)
+        log.info("Tinker API at %s (checkpoints in %s)", self.base_url, checkpoint_root)
+        return self
+
+    def _bind(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no delayed-ACK stalls on loopback
+        try:
+            sock.bind((self.host, self.requested_port))
+        except OSError as exc:
+            sock.close()
+            raise HarnessError(f"cannot bind the Tinker server to {self.host}:{self.requested_port}: {exc}; "
+                               "choose another port (0 picks a free one)") from exc
+        self._port = sock.getsockname()[1]
+        return sock
+
+    def stop(self) -> None:
+        """Stop serving and the worker. Safe to call twice."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self.futures is not None:
+            self.futures.close()
+        self._server, self._thread, self.futures = None, None, None
+
+    def __enter__(self) -> "TinkerServer":
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.stop()
+
+
+def run_cli(*, model: str, host: str, port: int, api_key: str | None, checkpoint_dir: str | None,
+            max_models: int) -> None:
+    """`agentcore-rl tinker-server`: serve until interrupted; prints the base URL on stdout."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s tinker-server %(levelname)s %(message)s")
+    if api_key is not None and not api_key.startswith("tml-"):
+        raise HarnessError(f"--api-key must start with 'tml-' (the tinker SDK refuses other keys), got {api_key[:4]!r}...")
+    server = TinkerServer(model, host=host, port=port, api_key=api_key, checkpoint_dir=checkpoint_dir,
+                          max_models=max_models)
+    server.start()
+    print(server.base_url, flush=True)
+    try:
+        while server._thread is not None and server._thread.is_alive():
+            time.sleep(0.5)
+    finally:
+        server.stop()
