@@ -131,8 +131,21 @@ def case_seed(run_seed: int, case: Case) -> int:
 class Harness:
     """Sampler + gateway + runtime for one pytest session. Start lazily, close once."""
 
-    def __init__(self, config: HarnessConfig, *, progress: Any = None) -> None:
+    def __init__(
+        self,
+        config: HarnessConfig,
+        *,
+        progress: Any = None,
+        sampler: Any = None,
+        tokenizer: Any = None,
+        model_id: str | None = None,
+    ) -> None:
+        """`sampler` (with `tokenizer`) plugs in an external engine's `SamplingBackend` (verl,
+        slime): no weights are loaded here, and the harness never closes that sampler."""
+        if sampler is not None and tokenizer is None:
+            raise ConfigError("an external sampler needs the tokenizer that renders its prompts")
         self.config = config
+        self._external = (sampler, tokenizer, model_id) if sampler is not None else None
         self.loop = LoopThread()
         self._progress = progress or (lambda message: None)
         self._sampler: Any = None
@@ -151,30 +164,11 @@ class Harness:
                 return
             from .gateway.rendering import ChatTemplateRenderer
             from .gateway.server import GatewayConfig, GatewayServer
-            from .models import load_model, load_tokenizer, resolve_model
-            from .samplers.hf_local import HFLocalSampler
 
             cfg = self.config
             started = time.monotonic()
-            model_dir = resolve_model(cfg.model.name)
-            tokenizer = load_tokenizer(model_dir)
-            spec = self._trainer_spec()
-            if spec is not None and spec.kind == "service":
-                # The service owns the weights: sample from its current policy, load no weights here.
-                self._trainer = spec.load_factory()(
-                    section=cfg.trainer, model_dir=model_dir, tokenizer=tokenizer, config=cfg
-                )
-                self._sampler = self._trainer.sampler
-            else:
-                model = load_model(model_dir, dtype=cfg.model.dtype)
-                self._model = model
-                self._sampler = HFLocalSampler(
-                    model,
-                    max_batch_size=cfg.sampler.max_batch_size,
-                    batch_wait_s=cfg.sampler.batch_wait_s,
-                    prefix_cache_tokens=cfg.sampler.prefix_cache_tokens,
-                )
-            self.model_id = cfg.model.name
+            tokenizer, where = self._load_policy()
+            self.model_id = (self._external and self._external[2]) or cfg.model.name
             self.gateway = GatewayServer(
                 sampler=self._sampler,
                 renderer=ChatTemplateRenderer(tokenizer),
@@ -189,9 +183,41 @@ class Harness:
             self.gateway.start()
             self.runtime = self._build_runtime()
             self._progress(
-                f"agentcore-rl: model {cfg.model.name} ({model_dir}) loaded, gateway at "
+                f"agentcore-rl: model {cfg.model.name} ({where}) loaded, gateway at "
                 f"{self.gateway.base_url} in {time.monotonic() - started:.1f}s"
             )
+
+    def _load_policy(self) -> tuple[Any, str]:
+        """Set up the sampler the gateway uses; return the tokenizer and where the policy lives.
+
+        External engine: its sampler as given. Service trainer (Tinker, SageMaker): the service
+        holds the weights, only the tokenizer is loaded. Otherwise the in-process model.
+        """
+        if self._external is not None:
+            self._sampler, tokenizer, _ = self._external
+            return tokenizer, "external sampler"
+        from .models import load_model, load_tokenizer, resolve_model
+
+        cfg = self.config
+        model_dir = resolve_model(cfg.model.name)
+        tokenizer = load_tokenizer(model_dir)
+        spec = self._trainer_spec()
+        if spec is not None and spec.kind == "service":
+            self._trainer = spec.load_factory()(
+                section=cfg.trainer, model_dir=model_dir, tokenizer=tokenizer, config=cfg
+            )
+            self._sampler = self._trainer.sampler
+            return tokenizer, f"{spec.config_class.rpartition('.')[2]} service; tokenizer {model_dir}"
+        from .samplers.hf_local import HFLocalSampler
+
+        self._model = load_model(model_dir, dtype=cfg.model.dtype)
+        self._sampler = HFLocalSampler(
+            self._model,
+            max_batch_size=cfg.sampler.max_batch_size,
+            batch_wait_s=cfg.sampler.batch_wait_s,
+            prefix_cache_tokens=cfg.sampler.prefix_cache_tokens,
+        )
+        return tokenizer, str(model_dir)
 
     def _build_runtime(self) -> AgentRuntime:
         cfg, runtime = self.config, self.config.runtime
@@ -342,7 +368,7 @@ class Harness:
             self.loop.close()
             if self.gateway is not None:
                 self.gateway.stop()
-            if self._sampler is not None:
+            if self._sampler is not None and self._external is None:
                 self._sampler.close()
             # Service trainers hold billed remote sessions: release them on every exit path.
             close_trainer = getattr(self._trainer, "close", None)

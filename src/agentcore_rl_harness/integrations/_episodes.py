@@ -69,34 +69,15 @@ class EpisodeRunner:
         run_id: str,
         rollouts_dir: str | None = None,
     ) -> None:
-        from ..gateway.rendering import ChatTemplateRenderer
-        from ..gateway.server import GatewayConfig, GatewayServer
-
         self.config = config
         self.run_id = run_id
         self.tokenizer = tokenizer
         self._indexes = itertools.count()
-        harness = Harness(config)
-        # The harness normally loads its own model and sampler in start(); here both come from
-        # the external trainer, so its gateway and runtime are built once, up front.
-        harness._sampler = _Closing(sampler)
-        harness.model_id = model_id
-        harness.gateway = GatewayServer(
-            sampler=sampler,
-            renderer=ChatTemplateRenderer(tokenizer),
-            model_id=model_id,
-            config=GatewayConfig(
-                host=config.gateway.host,
-                port=config.gateway.port,
-                max_body_bytes=config.gateway.max_body_bytes,
-                sampling=config.sampling.to_params(),
-            ),
-        ).start()
-        try:
-            harness.runtime = harness._build_runtime()
-        except BaseException:
-            harness.gateway.stop()
-            raise
+        # The engine's sampler and tokenizer replace the harness's own model; gateway and runtime
+        # are started up front so the first sample does not pay for them.
+        self.sampler = sampler
+        harness = Harness(config, sampler=sampler, tokenizer=tokenizer, model_id=model_id)
+        harness.start()
         self.harness = harness
         self._store = None
         if rollouts_dir:
@@ -147,20 +128,11 @@ class EpisodeRunner:
         try:
             self.harness.close()
         finally:
+            close_sampler = getattr(self.sampler, "close", None)  # the engine's client, if any
+            if close_sampler is not None:
+                close_sampler()
             if self._store is not None:
                 self._store.close()
-
-
-class _Closing:
-    """What the harness closes on exit: the engine's client, if it has a sync `close`."""
-
-    def __init__(self, sampler: Any) -> None:
-        self.sampler = sampler
-
-    def close(self) -> None:
-        close = getattr(self.sampler, "close", None)
-        if close is not None:
-            close()
 
 
 def case_for(spec: TaskSpec, row: dict[str, Any], *, sample_index: int, phase: str,
