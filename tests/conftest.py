@@ -6,8 +6,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest
 
-# Imported once here so in-process pytester runs don't re-import numpy (which cannot load twice).
+# Imported once here so in-process pytester runs don't re-import numpy or torch (whose C
+# extensions cannot load twice): pytester drops modules first imported inside an inner run.
 import datasets  # noqa: F401,E402
+import torch  # noqa: F401,E402
 
 pytest_plugins = ["pytester"]
 

@@ -87,3 +87,43 @@ def test_agentcore_runtime_config_and_the_loopback_check():
     for url in ("http://127.0.0.1:8000/v1", "http://localhost:1/v1", "http://0.0.0.0:9/v1"):
         with pytest.raises(ConfigError, match="AgentCore cannot reach"):
             check_public_gateway_url(url)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["trainer=tinker", "algo.kl_coef=0.1"], "set algo.kl_coef=0"),
+        (["trainer=tinker", "algo.tis_cap=2.0"], "set trainer.loss_fn=cispo"),
+        (
+            ["trainer=sagemaker", "trainer.region=us-west-2", "trainer.role_arn=arn:aws:iam::1:role/r",
+             "trainer.model_package_group=arn:aws:sagemaker:us-west-2:1:model-package-group/g",
+             "trainer.s3_output_path=s3://b/p", "trainer.base_model=arn:aws:sagemaker:us-west-2:aws:hub-content/x",
+             "algo.kl_coef=0.1"],
+            "set algo.kl_coef=0",
+        ),
+    ],
+)
+def test_service_trainers_reject_algo_knobs_when_the_config_is_composed(overrides, message):
+    # Before any model loads or any (billed) session starts: at compose time.
+    with pytest.raises(ConfigError, match=message):
+        compose_config(overrides)
+
+
+@pytest.mark.parametrize("kind", ["local", "tinker", "skyrl", "sagemaker", "verl", "slime"])
+def test_every_registered_trainer_has_a_packaged_config_group(kind):
+    from agentcore_rl_harness.trainers.registry import TRAINERS
+
+    assert kind in TRAINERS
+    required = {"sagemaker": "trainer.region", "skyrl": "trainer.base_url"}
+    if kind in required:
+        with pytest.raises(ConfigError, match=required[kind]):  # required fields are named
+            compose_config([f"trainer={kind}"])
+    else:
+        assert compose_config([f"trainer={kind}"]).typed.trainer.trainer.kind == kind
+
+
+def test_gateway_history_and_gc_freeze_reach_the_typed_config():
+    typed = compose_config(["gateway.history=template", "gateway.gc_freeze=true"]).typed
+    assert (typed.gateway.history, typed.gateway.gc_freeze) == ("template", True)
+    with pytest.raises(ConfigError, match="valid choices: \\['exact', 'template'\\]"):
+        compose_config(["gateway.history=fuzzy"])

@@ -45,6 +45,18 @@ def test_torn_last_line_is_ignored_but_corruption_is_not(tmp_path):
         read_rollouts(tmp_path)
 
 
+def test_reopening_after_a_torn_write_appends_on_a_fresh_line(tmp_path):
+    store = RunStore(tmp_path)
+    store.append(make_rollout("a"))
+    store.close()
+    with open(tmp_path / "rollouts.jsonl", "a") as f:
+        f.write('{"schema_version": 1, "run_id"')  # SIGKILL in the middle of a write
+    store = RunStore(tmp_path)  # a resumed run
+    store.append(make_rollout("b"))
+    store.close()
+    assert [r.row_id for r in read_rollouts(tmp_path)] == ["a", "b"]
+
+
 def test_trace_invariants_are_enforced():
     with pytest.raises(ValueError, match="inconsistent trace"):
         Trace(token_ids=(1, 2, 3), prompt_length=1, loss_mask=(1,), logprobs=(0.0, 0.0),

@@ -30,6 +30,11 @@ def _parser() -> argparse.ArgumentParser:
     gateway.add_argument("--host", default="127.0.0.1")
     gateway.add_argument("--port", type=int, default=0)
     gateway.add_argument("--admin-token", default=None)
+    gateway.add_argument("--sampler-model", default=None,
+                         help="what the engine serves: vLLM's model name; Tinker's base model or tinker:// path (default: --model)")
+    gateway.add_argument("--history", default="exact", choices=["exact", "template"],
+                         help="a turn's prompt from the sampled ids (exact) or the template's re-rendering")
+    gateway.add_argument("--gc-freeze", action="store_true", help="gc.freeze() once the model is loaded")
 
     report = commands.add_parser(
         "report", help="re-render reports from rollouts.jsonl, or `report compare A B`",
@@ -85,6 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 host=args.host,
                 port=args.port,
                 admin_token=args.admin_token,
+                sampler_model=args.sampler_model,
+                history=args.history,
+                gc_freeze=args.gc_freeze,
             )
             return 0
         if args.command == "report":

@@ -79,20 +79,91 @@ class GatewaySettings:
     port: int = 0
     max_body_bytes: int = 8 * 1024 * 1024
     public_url: str | None = None  # the URL remote agents use (ending in /v1); null = base_url
+    history: str = "exact"  # a turn's prompt from the sampled ids (exact) or the template (template)
+    gc_freeze: bool = False  # gc.freeze() after start: fewer full-collection pauses under load
 
 
 @dataclass(frozen=True)
 class EvalConfig:
+    """The `eval` group (conf/eval/<name>.yaml): which rows an evaluation rolls out, and how."""
+
     split: str = "test"
-    samples: int | None = None
-    max_rows: int | None = None
-    timeout_s: float = 300.0
+    samples: int | None = None  # samples per row; None = the task's own `samples`
+    max_rows: int | None = None  # cap on rows per task; None = all
+    timeout_s: float = 300.0  # per rollout, counted from submission
+
+    def validate(self) -> None:
+        for name in ("samples", "max_rows"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"eval.{name}={value} must be >= 1 (or null for the default)")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"eval.timeout_s={self.timeout_s} must be > 0 seconds")
+        if not self.split:
+            raise ConfigError("eval.split must name a dataset split (e.g. test)")
 
 
 @dataclass(frozen=True)
 class GatesConfig:
+    """The `gates` group: CI gates that turn the exit status non-zero (DESIGN.md, Exit status)."""
+
     min_success_rate: float | dict[str, float] | None = None  # overall, or {task|overall: rate}
-    max_regression: dict[str, str] | None = None  # {success_rate: -2pp}; needs --agentcore-rl-compare
+    # {success_rate: -2pp, mean_reward: -0.05}, judged on the paired test vs --agentcore-rl-compare
+    max_regression: dict[str, str | float] | None = None
+
+    def validate(self) -> None:
+        rates = self.min_success_rate
+        named = {"overall": rates} if isinstance(rates, float) else dict(rates or {})
+        for subject, rate in named.items():
+            if not 0.0 <= rate <= 1.0:
+                key = "gates.min_success_rate" + ("" if isinstance(rates, float) else f".{subject}")
+                raise ConfigError(f"{key}={rate} must be a rate between 0 and 1 (0.8 = 80%)")
+        if self.max_regression:
+            from .errors import HarnessError
+            from .reports.compare import REGRESSION_METRICS, parse_amount
+
+            unknown = sorted(set(self.max_regression) - set(REGRESSION_METRICS))
+            if unknown:
+                raise ConfigError(
+                    f"gates.max_regression: unknown metric(s) {unknown}; valid choices: "
+                    f"{list(REGRESSION_METRICS)}"
+                )
+            for metric, amount in self.max_regression.items():
+                try:
+                    parse_amount(amount, metric=metric)
+                except HarnessError as exc:
+                    raise ConfigError(str(exc)) from exc
+
+
+REPORT_FORMATS = ("json", "md", "html", "junit")
+PROGRESS_STYLES = ("auto", "lines", "off")
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """The `report` group: which report files a run writes, and the live progress display."""
+
+    formats: tuple[str, ...] = REPORT_FORMATS  # report.json is always among them
+    step_summary: bool = True  # append report.md to $GITHUB_STEP_SUMMARY when that is set
+    progress: str = "auto"  # auto: a redrawn status line on a TTY, else lines; lines; off
+    progress_every_pct: float = 10.0  # lines style: a line each time this share more is done
+    progress_every_s: float = 30.0  # lines style: and at least one line this often
+
+    def validate(self) -> None:
+        unknown = [name for name in self.formats if name not in REPORT_FORMATS]
+        if unknown:
+            raise ConfigError(
+                f"report.formats: unknown format(s) {unknown}; valid choices: {list(REPORT_FORMATS)}"
+            )
+        if "json" not in self.formats:
+            raise ConfigError(
+                f"report.formats={list(self.formats)} must include json: report.json is what "
+                "gates, --agentcore-rl-compare and baselines read"
+            )
+        if not 0 < self.progress_every_pct <= 100:
+            raise ConfigError(f"report.progress_every_pct={self.progress_every_pct} must be in (0, 100]")
+        if self.progress_every_s <= 0:
+            raise ConfigError(f"report.progress_every_s={self.progress_every_s} must be > 0")
 
 
 # Keys of the `trainer` node that drive the training loop (the rest configure the trainer).
@@ -143,6 +214,9 @@ def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> Trai
         trainer_spec.load_config_class(), {k: v for k, v in trainer.items() if k not in LOOP_KEYS}, "trainer"
     )
     algo_cfg = build(algo_classes[algo_kind], {k: v for k, v in algo.items() if k not in GROUP_KEYS}, "algo")
+    check_algo = getattr(impl, "check_algo", None)  # service trainers reject knobs they cannot honour
+    if check_algo is not None:
+        check_algo(algo_cfg)
     return TrainerSection(loop=loop, trainer=impl, algo=algo_cfg)
 
 
@@ -155,6 +229,7 @@ class HarnessConfig:
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
     eval: EvalConfig = field(default_factory=EvalConfig)
     gates: GatesConfig = field(default_factory=GatesConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
     seed: int = 0
     trainer: Any = None  # a TrainerSection, built from the `trainer` and `algo` nodes
 
@@ -162,9 +237,11 @@ class HarnessConfig:
 VALID_CHOICES = {
     "sampler.kind": ("hf",),
     "runtime.kind": ("local", "agentcore"),
+    "gateway.history": ("exact", "template"),
     "runtime.result_mode": ("inline", "s3"),
     "runtime.start_method": ("fork", "spawn"),
     "model.dtype": ("float32", "bfloat16", "float16"),
+    "report.progress": PROGRESS_STYLES,
 }
 
 
@@ -225,7 +302,8 @@ def compose_config(
             cfg = compose(config_name=config_name, overrides=[*search, *overrides])
             resolved = OmegaConf.to_container(cfg, resolve=True)
     except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(_explain_hydra_error(exc, overrides)) from exc
+        project = source if source is not None and source.is_dir() else None
+        raise ConfigError(_explain_hydra_error(exc, overrides, project)) from exc
     finally:
         GlobalHydra.instance().clear()
         if saved is not None:
@@ -243,27 +321,32 @@ def compose_config(
         value = getattr(getattr(typed, section), name)
         if value not in choices:
             raise ConfigError(f"{key}={value!r} is not supported; valid choices: {list(choices)}")
+    for section in (typed.eval, typed.gates, typed.report):
+        section.validate()
     return ComposedConfig(typed=typed, resolved=resolved, overrides=overrides, source=label)
 
 
-def _explain_hydra_error(exc: Exception, overrides: tuple[str, ...]) -> str:
+def _explain_hydra_error(exc: Exception, overrides: tuple[str, ...], project: Path | None) -> str:
     text = str(exc).strip()
-    groups = _available_groups()
+    groups = _available_groups(project)
     hint = "; ".join(f"{group}: {', '.join(opts)}" for group, opts in groups.items())
     return f"bad config override in {list(overrides)}: {text}\navailable config groups: {hint}"
 
 
-def _available_groups() -> dict[str, list[str]]:
+def _available_groups(project: Path | None = None) -> dict[str, list[str]]:
+    """Config groups and their options: the packaged ones plus a project config dir's own."""
     from importlib.resources import files
 
-    root = files(PACKAGED_CONFIG_MODULE)
-    groups: dict[str, list[str]] = {}
-    for entry in root.iterdir():
-        if entry.is_dir() and not entry.name.startswith("_"):
-            groups[entry.name] = sorted(
-                p.name.rsplit(".", 1)[0] for p in entry.iterdir() if p.name.endswith(".yaml")
-            )
-    return dict(sorted(groups.items()))
+    groups: dict[str, set[str]] = {}
+    for root in (files(PACKAGED_CONFIG_MODULE), project):
+        if root is None:
+            continue
+        for entry in root.iterdir():
+            if entry.is_dir() and not entry.name.startswith(("_", ".")):
+                options = {p.name.rsplit(".", 1)[0] for p in entry.iterdir() if p.name.endswith(".yaml")}
+                if options:
+                    groups.setdefault(entry.name, set()).update(options)
+    return {group: sorted(options) for group, options in sorted(groups.items())}
 
 
 def build(cls: type, data: Any, path: str) -> Any:

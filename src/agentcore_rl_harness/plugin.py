@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from .errors import ConfigError, HarnessError
+from .progress import PytestTerminal
 from .scoring import RolloutHandle
 from .session import MODES, SESSION_KEY, RunSession, TrainItem, resolve_baseline
 from .tasks import case_id, task_spec
@@ -81,6 +82,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("agentcore_rl_set", "Hydra overrides applied before --agentcore-rl-set", "linelist")
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal reporter exists: progress draws on it
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "agentcore_rl_task: a task test declared with @agentcore_rl_harness.task"
@@ -113,6 +115,8 @@ def pytest_configure(config: pytest.Config) -> None:
             "--agentcore-rl-resume DIR reuses DIR's config.yaml and directory; drop "
             "--agentcore-rl-config / --agentcore-rl-out"
         )
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    terminal = PytestTerminal(reporter) if reporter is not None else None
     try:
         if resume:
             run = RunSession.resume(
@@ -120,7 +124,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 run_dir=Path(resume),
                 overrides=overrides,
                 rootdir=Path(config.rootpath),
-                write=lambda message: _write_line(config, message),
+                terminal=terminal,
             )
         else:
             run = RunSession.create(
@@ -129,7 +133,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 config_path=Path(config_path) if config_path else None,
                 out_dir=Path(out) if out else None,
                 rootdir=Path(config.rootpath),
-                write=lambda message: _write_line(config, message),
+                terminal=terminal,
             )
     except ConfigError as exc:
         raise pytest.UsageError(f"agentcore-rl config: {exc}") from exc
@@ -141,6 +145,14 @@ def pytest_configure(config: pytest.Config) -> None:
             run.compare_path = resolve_baseline(Path(config.rootpath), baseline)
         except HarnessError as exc:
             raise pytest.UsageError(str(exc)) from exc
+    regression = run.config.typed.gates.max_regression
+    if regression and run.compare_path is None:
+        raise pytest.UsageError(
+            f"gates.max_regression={regression} judges this run against a baseline: pass "
+            "--agentcore-rl-compare BASELINE (a run directory, report.json or a name saved with "
+            "--agentcore-rl-save-baseline), or drop the gate with --agentcore-rl-set "
+            "gates.max_regression=null"
+        )
     name = config.getoption("agentcore_rl_save_baseline")
     if name is not None:
         if not name or "/" in name or name.startswith("."):
@@ -149,7 +161,38 @@ def pytest_configure(config: pytest.Config) -> None:
             )
         run.save_baseline = name
     config.stash[SESSION_KEY] = run
+    config.pluginmanager.register(ProgressHooks(run), "agentcore-rl-progress")
     _interrupt_on_sigterm()
+
+
+class ProgressHooks:
+    """Keeps the live progress display and pytest's terminal output out of each other's way."""
+
+    def __init__(self, run: RunSession) -> None:
+        self._run = run
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self._run.progress.clear(pytest_next=True, nodeid=nodeid)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._run.progress.clear(pytest_next=True, nodeid=report.nodeid)
+
+    @pytest.hookimpl(trylast=True)  # after pytest wrote the item's result (and its [NN%])
+    def pytest_runtest_logfinish(self) -> None:
+        self._run.item_finished()
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: after pytest's final [100%]
+    def pytest_runtestloop(self):
+        try:
+            return (yield)
+        finally:
+            self._run.items_finished()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self) -> None:
+        self._run.progress.clear(pytest_next=True)
 
 
 def _interrupt_on_sigterm() -> None:
@@ -167,12 +210,6 @@ def _interrupt_on_sigterm() -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, interrupt)
-
-
-def _write_line(config: pytest.Config, message: str) -> None:
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(message)
 
 
 def _run(config: pytest.Config) -> RunSession | None:

@@ -178,6 +178,8 @@ class Harness:
                     port=cfg.gateway.port,
                     max_body_bytes=cfg.gateway.max_body_bytes,
                     sampling=cfg.sampling.to_params(),
+                    history=cfg.gateway.history,
+                    gc_freeze=cfg.gateway.gc_freeze,
                 ),
             )
             self.gateway.start()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import inspect
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -25,11 +26,12 @@ from typing import Any
 
 import pytest
 
-from .config import ComposedConfig, compose_config, default_config_source
+from .config import ComposedConfig, ReportConfig, compose_config, default_config_source
 from .errors import HarnessError
+from .progress import POLL_S, Progress, Terminal, choose_style
 from .records import Rollout, Status
 from .reports import render
-from .reports.build import build_report
+from .reports.build import build_report, deduplicate
 from .reports.compare import check_gates
 from .reports.load import load_report, read_discarded
 from .reports.model import Report
@@ -41,7 +43,6 @@ from .tasks import TaskSpec, load_rows
 MODES = ("eval", "collect", "train", "run")
 SESSION_KEY = pytest.StashKey["RunSession"]()
 ERROR_TEXT_LIMIT = 4000
-PROGRESS_EVERY_S = 15.0
 from .reports.model import ITEM_PHASE  # noqa: E402  (the phase of the pytest items per mode)
 
 
@@ -66,7 +67,7 @@ class RunSession:
     config: ComposedConfig
     store: RunStore
     rootdir: Path
-    write: Callable[[str], None]
+    progress: Progress
     started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     started_monotonic: float = field(default_factory=time.monotonic)
     harness: Harness | None = None
@@ -84,6 +85,12 @@ class RunSession:
     specs: dict[str, TaskSpec] = field(default_factory=dict)
     compare_path: Path | None = None
     save_baseline: str | None = None
+    train_steps_total: int | None = None
+
+    @property
+    def write(self) -> Callable[[str], None]:
+        """Write one whole line (the progress status line is cleared first)."""
+        return self.progress.message
 
     @classmethod
     def create(
@@ -94,7 +101,7 @@ class RunSession:
         config_path: Path | None,
         out_dir: Path | None,
         rootdir: Path,
-        write: Callable[[str], None],
+        terminal: Terminal | None,
     ) -> "RunSession":
         source = config_path if config_path is not None else default_config_source(rootdir)
         composed = compose_config(overrides, source=source)
@@ -102,12 +109,13 @@ class RunSession:
         store = RunStore(run_dir)
         store.write_config(composed.resolved)
         store.write_run_info({"mode": mode, "overrides": list(overrides)})
-        return cls(mode=mode, config=composed, store=store, rootdir=rootdir, write=write)
+        return cls(mode=mode, config=composed, store=store, rootdir=rootdir,
+                   progress=_progress(composed.typed.report, terminal))
 
     @classmethod
     def resume(
         cls, *, mode: str, run_dir: Path, overrides: list[str], rootdir: Path,
-        write: Callable[[str], None],
+        terminal: Terminal | None,
     ) -> "RunSession":
         """Reopen a stopped run: its config.yaml, its finished rollouts, its checkpoints."""
         run_dir = Path(run_dir).resolve()
@@ -122,9 +130,15 @@ class RunSession:
                 f"--agentcore-rl {recorded_mode}"
             )
         # config.yaml already holds the original overrides; only new ones are applied on top.
-        extra = [o for o in overrides if o not in info.get("overrides", [])]
+        original = list(info.get("overrides", []))
+        extra = [o for o in overrides if o not in original]
         composed = compose_config(extra, source=run_dir / "config.yaml")
-        session = cls(mode=mode, config=composed, store=store, rootdir=rootdir, write=write)
+        # The report names every override the run was made with, as an uninterrupted run would.
+        composed = dataclasses.replace(composed, overrides=(*original, *extra))
+        if extra:
+            store.write_run_info({**info, "overrides": [*original, *extra]})
+        session = cls(mode=mode, config=composed, store=store, rootdir=rootdir,
+                      progress=_progress(composed.typed.report, terminal))
         session.resumed = read_rollouts(run_dir)
         return session
 
@@ -178,6 +192,13 @@ class RunSession:
             self.write(f"agentcore-rl resume: {len(self.replayed)} finished rollouts kept")
         if self.pending:
             self.write(f"agentcore-rl {self.phase}: {len(self.pending)} rollouts")
+        total = len(self.pending) + len(self.replayed)
+        if total:
+            self.progress.begin_phase(self.phase, total, already_done=len(self.replayed))
+            for rollout in self.replayed.values():
+                self.progress.rollout_scored(rollout.success)
+            for pending in self.pending.values():
+                pending.future.add_done_callback(self._finished)
 
     def _reload(self) -> int:
         """Keep finished rollouts of a resumed run; return the training step to continue from."""
@@ -218,6 +239,7 @@ class RunSession:
                     self.write(f"agentcore-rl pre-eval: {len(pre)} rollouts")
                     self._offline_phase(pre)
             plan = self.harness.train_plan()
+            self.train_steps_total = plan.steps
             if start_step >= plan.steps:
                 return
             trainer = self.harness.trainer()
@@ -239,21 +261,36 @@ class RunSession:
 
     def _offline_phase(self, cases: list[Case]) -> list[Rollout]:
         episodes = self._run_cases(cases)
-        return [self._score_offline(case, episode) for case, episode in zip(cases, episodes)]
+        rollouts = [self._score_offline(case, episode) for case, episode in zip(cases, episodes)]
+        self._tick(force=True)  # the phase's line with its success rate
+        return rollouts
 
     def _run_cases(self, cases: list[Case]) -> list[Episode]:
+        """Roll out a batch of cases (pre-eval, one training step), showing progress meanwhile."""
         assert self.harness is not None
-        futures = [self.harness.submit(case) for case in cases]
-        waiting = concurrent.futures.wait(futures, timeout=PROGRESS_EVERY_S)
-        while waiting.not_done:
-            done = len(futures) - len(waiting.not_done)
-            self.write(
-                f"agentcore-rl: {done}/{len(futures)} rollouts finished, "
-                f"{self.harness.live_sessions()} live, "
-                f"{time.monotonic() - self.started_monotonic:.0f}s elapsed"
+        if cases:
+            step = cases[0].step
+            self.progress.begin_phase(
+                cases[0].phase, len(cases), step=step,
+                steps=self.train_steps_total if step is not None else None,
             )
-            waiting = concurrent.futures.wait(futures, timeout=PROGRESS_EVERY_S)
+        futures = [self.harness.submit(case) for case in cases]
+        for future in futures:
+            future.add_done_callback(self._finished)
+        waiting = concurrent.futures.wait(futures, timeout=POLL_S)
+        while waiting.not_done:
+            self._tick(waiting=True)
+            waiting = concurrent.futures.wait(futures, timeout=POLL_S)
         return [future.result() for future in futures]
+
+    def _finished(self, future: concurrent.futures.Future[Episode]) -> None:
+        """Count a finished rollout and its sampled tokens (runs on the harness's loop thread)."""
+        episode, _ = _episode_or_failure(future)
+        self.progress.rollout_finished(episode.usage.completion_tokens if episode else 0)
+
+    def _tick(self, *, waiting: bool = False, force: bool = False) -> None:
+        live = self.harness.live_sessions() if self.harness else 0
+        self.progress.tick(live, waiting=waiting, force=force)
 
     def _score_offline(self, case: Case, episode: Episode) -> Rollout:
         handle = RolloutHandle(episode)
@@ -269,6 +306,7 @@ class RunSession:
     def _record(self, rollout: Rollout) -> None:
         self.store.append(rollout)
         self.rollouts.append(rollout)
+        self.progress.rollout_scored(rollout.success)
 
     # -- pytest items ----------------------------------------------------------------------
 
@@ -283,22 +321,12 @@ class RunSession:
         return pending.handle
 
     def _wait(self, nodeid: str, future: concurrent.futures.Future[Episode]) -> Episode:
-        """Wait for one rollout, printing a progress line every PROGRESS_EVERY_S seconds."""
+        """Wait for one rollout, keeping the progress display going meanwhile."""
         while True:
             try:
-                return future.result(timeout=PROGRESS_EVERY_S)
+                return future.result(timeout=POLL_S)
             except concurrent.futures.TimeoutError:
-                self.write(self.progress_line(waiting_for=nodeid))
-
-    def progress_line(self, *, waiting_for: str | None = None) -> str:
-        done = sum(1 for p in self.pending.values() if p.future.done())
-        elapsed = time.monotonic() - self.started_monotonic
-        live = self.harness.live_sessions() if self.harness else 0
-        line = (
-            f"agentcore-rl: {done}/{len(self.pending)} rollouts finished, {live} live, "
-            f"{elapsed:.0f}s elapsed"
-        )
-        return f"{line} (waiting for {waiting_for})" if waiting_for else line
+                self._tick(waiting=True)
 
     def call_task(self, nodeid: str, function: Callable[..., Any], arguments: dict) -> None:
         """Fail agent-side failures, score the rewards, then run the test body."""
@@ -365,6 +393,16 @@ class RunSession:
             verdict=Verdict(status, error, success), step=None,
         ))
 
+    def item_finished(self) -> None:
+        """After pytest wrote an item's result: a progress line if one is due."""
+        if self.pending:
+            self._tick()
+
+    def items_finished(self) -> None:
+        """After the test loop (and pytest's [100%]): the items' final line, with success."""
+        if self.pending or self.replayed:
+            self._tick(force=True)
+
     # -- fixtures --------------------------------------------------------------------------
 
     def harness_gateway(self) -> Any:
@@ -381,6 +419,7 @@ class RunSession:
     # -- the end ---------------------------------------------------------------------------
 
     def finish(self, exitstatus: int, *, write_reports: bool = True) -> int:
+        self.progress.clear()
         for pending in self.pending.values():
             pending.future.cancel()
         try:
@@ -406,7 +445,7 @@ class RunSession:
             discarded=read_discarded(self.store.run_dir),
         )
         self._check_gates()
-        render.write_reports(self.store.run_dir, self.report, self.rollouts)
+        write_report_files(self.store.run_dir, self.report, self.rollouts, self.config.typed.report)
         if self.save_baseline:
             self._write_baseline()
         if self.mode == "collect" and self.rollouts:
@@ -461,6 +500,44 @@ class RunSession:
             lines.append(f"agentcore-rl: {self.infra_errors} infrastructure error(s): exit 1")
         lines += [f"agentcore-rl gate FAILED: {failure}" for failure in self.gate_failures]
         return lines
+
+
+def write_report_files(
+    run_dir: Path, report: Report, rollouts: list[Rollout], settings: ReportConfig,
+) -> None:
+    """The report files `report.formats` names; report.md also to $GITHUB_STEP_SUMMARY if asked."""
+    from .reports.html import render_html
+
+    unique, _ = deduplicate(rollouts)
+    markdown = render.render_markdown(report)
+    writers = {
+        "json": ("report.json", lambda: report.model_dump_json(indent=2)),
+        "md": ("report.md", lambda: markdown),
+        "html": ("report.html", lambda: render_html(report, unique)),
+        "junit": ("junit.xml", lambda: render.render_junit(report, unique)),
+    }
+    for name in settings.formats:
+        filename, produce = writers[name]
+        content = produce()
+        path = Path(run_dir) / filename
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    summary_path = os.environ.get(render.STEP_SUMMARY_ENV)
+    if settings.step_summary and summary_path:
+        with open(summary_path, "a", encoding="utf-8") as handle:
+            handle.write(markdown + "\n")
+
+
+def _progress(settings: ReportConfig, terminal: Terminal | None) -> Progress:
+    isatty = bool(terminal is not None and terminal.isatty)
+    return Progress(
+        terminal,
+        style=choose_style(settings.progress, isatty=isatty, environ=os.environ),
+        every_pct=settings.progress_every_pct,
+        every_s=settings.progress_every_s,
+    )
 
 
 class ExtraSessions:

@@ -34,6 +34,7 @@ class RunStore:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise HarnessError(f"cannot create run directory {self.run_dir}: {exc}") from exc
+        _drop_torn_tail(self.run_dir / ROLLOUTS)
         self._file = open(self.run_dir / ROLLOUTS, "a", encoding="utf-8")
 
     def write_config(self, resolved: dict[str, Any]) -> None:
@@ -73,6 +74,21 @@ class RunStore:
     def close(self) -> None:
         with self._lock:
             self._file.close()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut an unterminated last line (a write a kill cut off), so appends start a fresh line."""
+    if not path.is_file():
+        return
+    with open(path, "rb+") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return
+        data = handle.seek(0) or handle.read()
+        handle.truncate(data.rfind(b"\n") + 1)
 
 
 def read_rollouts(run_dir: Path) -> list[Rollout]:

@@ -274,12 +274,20 @@ def test_sdk_errors_are_translated_with_what_failed():
         trainer.save_checkpoint("unused")
 
 
-def test_build_trainer_rejects_kl_before_contacting_the_service():
+def test_kl_is_rejected_when_composed_and_again_by_the_builder():
+    import dataclasses
+
     from agentcore_rl_harness.trainers.tinker import build_trainer
 
-    composed = compose_config(["trainer=tinker", "algo.kl_coef=0.05"])
     with pytest.raises(ConfigError, match="algo.kl_coef=0.05"):
-        build_trainer(section=composed.typed.trainer, model_dir=None, tokenizer=None, config=composed.typed)
+        compose_config(["trainer=tinker", "algo.kl_coef=0.05"])
+    # A section built by hand (not through compose) is still checked before the service is contacted.
+    composed = compose_config(["trainer=tinker"])
+    section = dataclasses.replace(
+        composed.typed.trainer, algo=dataclasses.replace(composed.typed.trainer.algo, kl_coef=0.05)
+    )
+    with pytest.raises(ConfigError, match="algo.kl_coef=0.05"):
+        build_trainer(section=section, model_dir=None, tokenizer=None, config=composed.typed)
 
 
 def test_sampler_keeps_the_version_its_sample_started_with():

@@ -90,6 +90,8 @@ class GatewayServer:
         """Bind, start serving on a background thread, and return once requests are accepted."""
         import uvicorn
 
+        from .http import CoalescingHttpProtocol
+
         if self._thread is not None:
             raise HarnessError("the gateway is already started")
         family = socket.AF_INET6 if ":" in self.config.host else socket.AF_INET
@@ -110,8 +112,8 @@ class GatewayServer:
         if self.config.gc_freeze:
             gc.collect()
             gc.freeze()
-        uvicorn_config = uvicorn.Config(self.app, log_level="warning", lifespan="off",
-                                        access_log=False, timeout_graceful_shutdown=5)
+        uvicorn_config = uvicorn.Config(self.app, http=CoalescingHttpProtocol, log_level="warning",
+                                        lifespan="off", access_log=False, timeout_graceful_shutdown=5)
         self._server = server = uvicorn.Server(uvicorn_config)
         self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
                                         name=f"gateway-{self._port}", daemon=True)

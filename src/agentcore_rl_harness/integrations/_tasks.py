@@ -49,8 +49,15 @@ def find_task(name: str, *, root: Path) -> TaskSpec:
         path = Path(path_text)
         return load_task(f"{(path if path.is_absolute() else root / path).resolve()}::{function}")
     found: dict[str, TaskSpec] = {}
+    failed: list[str] = []
     for path in _test_files(root):
-        module = _import_file(path)
+        if ".task" not in path.read_text(encoding="utf-8", errors="replace"):
+            continue  # no task decorator in it: ordinary tests are not imported
+        try:
+            module = _import_file(path)
+        except ConfigError as exc:  # a broken file only matters if the task was in it
+            failed.append(str(exc))
+            continue
         for value in vars(module).values():
             spec = task_spec(value)
             if spec is not None:
@@ -59,6 +66,7 @@ def find_task(name: str, *, root: Path) -> TaskSpec:
         raise ConfigError(
             f"no task named {name!r} in the test files under {root}; tasks found: "
             f"{sorted(found) or 'none'} (pass --root DIR, or --task path/to/test_file.py::test_name)"
+            + "".join(f"\n  could not import: {message}" for message in failed)
         )
     return found[name]
 

@@ -120,6 +120,10 @@ class SageMakerTrainerConfig:
         if bool(self.vpc_subnets) != bool(self.vpc_security_group_ids):
             raise ConfigError("trainer.vpc_subnets and trainer.vpc_security_group_ids go together; set both or neither")
 
+    def check_algo(self, algo: GRPOConfig) -> None:
+        """Called when the config is composed (config.build_trainer_section): fail before any run."""
+        check_algo(algo)
+
 
 def check_algo(algo: GRPOConfig) -> None:
     """Reject GRPO knobs the service cannot honour, instead of silently ignoring them."""

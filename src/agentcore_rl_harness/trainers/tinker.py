@@ -103,6 +103,10 @@ class TinkerTrainerConfig:
         if not self.api_key_env:
             raise ConfigError("trainer.api_key_env must name an environment variable (e.g. TINKER_API_KEY)")
 
+    def check_algo(self, algo: GRPOConfig) -> None:
+        """Called when the config is composed (config.build_trainer_section): fail before any run."""
+        check_algo(self, algo)
+
 
 def check_algo(config: TinkerTrainerConfig, algo: GRPOConfig) -> None:
     """Reject algorithm settings the service's built-in losses cannot honour."""

@@ -1,0 +1,269 @@
+"""The live progress display of a run: counters fed by the session, drawn on pytest's terminal.
+
+`Progress` holds thread-safe counters (rollouts finish on the harness's loop thread) and decides
+what to show; `render_status` turns a `Snapshot` into one line (pure). Two styles:
+
+    tty    one status line redrawn in place (at most `MAX_REDRAWS_PER_S` a second), cleared
+           before pytest or the harness writes anything else
+    lines  quiet, for logs and CI: a line each time another `every_pct` of the phase is done or
+           `every_s` passed, and one at each phase start
+
+Only pytest's main thread draws: the session calls `tick` while it waits for rollouts.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+MAX_REDRAWS_PER_S = 4.0
+POLL_S = 1.0 / MAX_REDRAWS_PER_S  # how long the session waits on rollouts between ticks
+ERASE_LINE = "\r\x1b[2K"
+CURSOR_UP = "\x1b[1A"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the display shows at one moment (one phase of the run)."""
+
+    phase: str  # eval, collect, pre, train, post
+    done: int  # rollouts finished in this phase (kept from a resume included)
+    total: int
+    scored: int  # rollouts scored so far (success known)
+    successes: int
+    live_sessions: int
+    completion_tokens: int  # tokens sampled by the rollouts finished in this phase
+    elapsed_s: float  # since the phase started
+    step: int | None = None  # 0-based training step, in phase "train"
+    steps: int | None = None
+    resumed: int = 0  # rollouts of `done` that a resumed run kept (not timed in this process)
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def eta_s(snapshot: Snapshot) -> float | None:
+    """Seconds left at this phase's rate so far (None until a rollout finished in this process)."""
+    finished_here = snapshot.done - snapshot.resumed
+    if finished_here <= 0 or snapshot.elapsed_s <= 0:
+        return None
+    return (snapshot.total - snapshot.done) * snapshot.elapsed_s / finished_here
+
+
+def render_status(snapshot: Snapshot) -> str:
+    """One line: phase and step, rollouts done/total, success so far, live, tokens/s, ETA."""
+    phase = snapshot.phase
+    if snapshot.step is not None and snapshot.steps:
+        phase = f"{phase} step {snapshot.step + 1}/{snapshot.steps}"
+    percent = 100 * snapshot.done / snapshot.total if snapshot.total else 100.0
+    parts = [f"{snapshot.done}/{snapshot.total} rollouts ({percent:.0f}%)"]
+    if snapshot.scored:
+        rate = 100 * snapshot.successes / snapshot.scored
+        parts.append(f"success {snapshot.successes}/{snapshot.scored} ({rate:.0f}%)")
+    else:
+        parts.append("success n/a")
+    parts.append(f"{snapshot.live_sessions} live")
+    rate = snapshot.completion_tokens / snapshot.elapsed_s if snapshot.elapsed_s > 0 else 0.0
+    parts.append(f"{rate:.1f} tok/s")
+    parts.append(f"{format_duration(snapshot.elapsed_s)} elapsed")
+    left = eta_s(snapshot)
+    if snapshot.done >= snapshot.total:
+        parts.append("done")
+    else:
+        parts.append("ETA " + ("--" if left is None else format_duration(left)))
+    return f"agentcore-rl {phase}: " + " | ".join(parts)
+
+
+def choose_style(requested: str, *, isatty: bool, environ: Mapping[str, str]) -> str:
+    """`tty` only on an interactive terminal outside CI (`CI` set or `TERM=dumb` means lines)."""
+    if requested != "auto":
+        return requested
+    ci = bool(environ.get("CI", "").strip()) and environ.get("CI", "").lower() not in ("0", "false")
+    if not isatty or ci or environ.get("TERM") == "dumb":
+        return "lines"
+    return "tty"
+
+
+class Terminal(Protocol):
+    """Where the display draws: pytest's terminal reporter through `PytestTerminal`."""
+
+    isatty: bool
+
+    def write_line(self, text: str) -> None: ...
+
+    def draw_status(self, text: str) -> None: ...
+
+    def clear_status(self, *, pytest_next: bool = False, nodeid: str | None = None) -> None: ...
+
+
+class Progress:
+    """Counters of the current phase plus the policy for when and how to show them."""
+
+    def __init__(
+        self,
+        terminal: Terminal | None,
+        *,
+        style: str = "lines",
+        every_pct: float = 10.0,
+        every_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._terminal = terminal
+        self.style = style if terminal is not None else "off"
+        self._every_pct = every_pct
+        self._every_s = every_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._phase = ""
+        self._total = 0
+        self._done = 0
+        self._resumed = 0
+        self._scored = 0
+        self._successes = 0
+        self._tokens = 0
+        self._step: int | None = None
+        self._steps: int | None = None
+        self._started = clock()
+        self._last_draw = float("-inf")
+        self._last_line_at = self._started
+        self._last_line_pct = 0.0
+        self._shown = False  # tty: the status line is on screen
+
+    # -- counters (any thread) ---------------------------------------------------------------
+
+    def begin_phase(
+        self, phase: str, total: int, *, already_done: int = 0, step: int | None = None,
+        steps: int | None = None,
+    ) -> None:
+        with self._lock:
+            self._phase, self._total = phase, total
+            self._done = self._resumed = already_done
+            self._scored = self._successes = self._tokens = 0
+            self._step, self._steps = step, steps
+            self._started = self._last_line_at = self._clock()
+            percent = 100.0 * already_done / total if total else 0.0
+            self._last_line_pct = percent - percent % self._every_pct
+
+    def rollout_finished(self, completion_tokens: int) -> None:
+        with self._lock:
+            self._done += 1
+            self._tokens += completion_tokens
+
+    def rollout_scored(self, success: bool | None) -> None:
+        if success is None:  # infra_error: not in the success rate (DENOMINATOR_POLICY)
+            return
+        with self._lock:
+            self._scored += 1
+            self._successes += int(success)
+
+    def snapshot(self, live_sessions: int = 0) -> Snapshot:
+        with self._lock:
+            return Snapshot(
+                phase=self._phase, done=self._done, total=self._total, scored=self._scored,
+                successes=self._successes, live_sessions=live_sessions,
+                completion_tokens=self._tokens, elapsed_s=self._clock() - self._started,
+                step=self._step, steps=self._steps, resumed=self._resumed,
+            )
+
+    # -- output (pytest's main thread only) ----------------------------------------------------
+
+    def message(self, text: str) -> None:
+        """A whole line from the harness (model loaded, a training step): never torn by the status."""
+        if self._terminal is None:
+            return
+        self.clear()
+        self._terminal.write_line(text)
+
+    def tick(self, live_sessions: int = 0, *, waiting: bool = False, force: bool = False) -> None:
+        """Show the counters if it is time: a redraw (tty) or a line (lines).
+
+        `waiting`: pytest's thread is blocked on rollouts (the only time the tty status is drawn,
+        so items whose rollouts already finished never split pytest's line). `force`: a line now
+        (lines style; the end of a phase, with its success rate).
+        """
+        if self.style == "off" or not self._phase:
+            return
+        now = self._clock()
+        snapshot = self.snapshot(live_sessions)
+        if self.style == "tty":
+            if waiting and now - self._last_draw >= POLL_S:
+                self._terminal.draw_status(render_status(snapshot))
+                self._shown = True
+                self._last_draw = now
+            return
+        percent = 100.0 * snapshot.done / snapshot.total if snapshot.total else 100.0
+        due = (
+            force
+            or self._last_line_pct + self._every_pct <= percent < 100.0
+            or (waiting and now - self._last_line_at >= self._every_s)
+        )
+        if due:
+            self._terminal.write_line(render_status(snapshot))
+            self._last_line_at = now
+            self._last_line_pct = percent - percent % self._every_pct
+
+    def clear(self, *, pytest_next: bool = False, nodeid: str | None = None) -> None:
+        """Take the status line off the screen before anything else is written (tty).
+
+        `pytest_next`: pytest writes next (a test's result, its summary), else the harness does.
+        """
+        if self._shown and self._terminal is not None:
+            self._terminal.clear_status(pytest_next=pytest_next, nodeid=nodeid)
+            self._shown = False
+
+
+class PytestTerminal:
+    """Draws through pytest's terminal reporter, keeping its idea of the current line intact.
+
+    The status gets a row of its own (pytest's partial `file.py ..F` line is ended first). Clearing
+    erases that row; when pytest writes next it starts with a newline, so the cursor goes up a row
+    first, and before a result letter the file prefix is written again, as pytest does after any
+    line of its own. Public reporter methods where pytest has them; the erase and cursor-up codes
+    go through its writer (`_tw`), so pytest's own line bookkeeping sees every byte.
+    """
+
+    def __init__(self, reporter: Any) -> None:
+        self._reporter = reporter
+        self.isatty = bool(getattr(reporter, "isatty", False))
+        self._status_row = False
+
+    def write_line(self, text: str) -> None:
+        self._reporter.write_line(text)
+
+    def draw_status(self, text: str) -> None:
+        writer = self._reporter._tw
+        if not self._status_row:
+            self._reporter.ensure_newline()
+            if writer.width_of_current_line:
+                writer.line()
+            self._status_row = True
+        width = max(20, writer.fullwidth - 1)
+        writer.write(ERASE_LINE + text[:width], flush=True)
+
+    def clear_status(self, *, pytest_next: bool = False, nodeid: str | None = None) -> None:
+        if not self._status_row:
+            return
+        self._status_row = False
+        writer, reporter = self._reporter._tw, self._reporter
+        if not pytest_next:  # the harness's own line follows, on this row
+            writer.write(ERASE_LINE, flush=True)
+            return
+        verbose = reporter.config.get_verbosity() > 0
+        if nodeid is None or verbose:  # pytest's next write starts with a newline
+            writer.write(ERASE_LINE + CURSOR_UP, flush=True)
+        elif reporter.showfspath:  # a result letter follows: give it its file prefix back
+            writer.write(ERASE_LINE + CURSOR_UP, flush=True)
+            reporter.write_fspath_result(nodeid, "")
+        else:  # -q: letters only, they continue on this row
+            writer.write(ERASE_LINE, flush=True)
