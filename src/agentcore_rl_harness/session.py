@@ -31,7 +31,7 @@ from .errors import HarnessError
 from .progress import POLL_S, Progress, Terminal, choose_style
 from .records import Rollout, Status
 from .reports import render
-from .reports.build import build_report, deduplicate
+from .reports.build import build_report
 from .reports.compare import check_gates
 from .reports.load import load_report, read_discarded
 from .reports.model import Report
@@ -506,28 +506,9 @@ def write_report_files(
     run_dir: Path, report: Report, rollouts: list[Rollout], settings: ReportConfig,
 ) -> None:
     """The report files `report.formats` names; report.md also to $GITHUB_STEP_SUMMARY if asked."""
-    from .reports.html import render_html
-
-    unique, _ = deduplicate(rollouts)
-    markdown = render.render_markdown(report)
-    writers = {
-        "json": ("report.json", lambda: report.model_dump_json(indent=2)),
-        "md": ("report.md", lambda: markdown),
-        "html": ("report.html", lambda: render_html(report, unique)),
-        "junit": ("junit.xml", lambda: render.render_junit(report, unique)),
-    }
-    for name in settings.formats:
-        filename, produce = writers[name]
-        content = produce()
-        path = Path(run_dir) / filename
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    summary_path = os.environ.get(render.STEP_SUMMARY_ENV)
-    if settings.step_summary and summary_path:
-        with open(summary_path, "a", encoding="utf-8") as handle:
-            handle.write(markdown + "\n")
+    render.write_reports(
+        run_dir, report, rollouts, formats=settings.formats, step_summary=settings.step_summary
+    )
 
 
 def _progress(settings: ReportConfig, terminal: Terminal | None) -> Progress:

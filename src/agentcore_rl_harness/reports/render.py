@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..config import REPORT_FORMATS
 from ..records import Rollout, Status
 from .build import deduplicate
 from .model import Delta, Report, Summary
@@ -18,8 +19,10 @@ STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 def write_reports(
     run_dir: Path, report: Report, rollouts: Sequence[Rollout], *, tokenizer: Path | None = None,
+    formats: Sequence[str] = REPORT_FORMATS, step_summary: bool = True,
 ) -> None:
-    """All four report files; report.md is also appended to $GITHUB_STEP_SUMMARY when set.
+    """The report files `formats` names (default all four); report.md is also appended to
+    $GITHUB_STEP_SUMMARY when that is set and `step_summary` is true.
 
     `tokenizer` (an HF folder) adds decoded text to the HTML token view; ids are always shown.
     """
@@ -28,13 +31,21 @@ def write_reports(
     run_dir = Path(run_dir)
     unique, _ = deduplicate(rollouts)
     markdown = render_markdown(report)
-    (run_dir / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
-    (run_dir / "report.md").write_text(markdown, encoding="utf-8")
-    (run_dir / "report.html").write_text(
-        render_html(report, unique, tokenizer=tokenizer), encoding="utf-8")
-    (run_dir / "junit.xml").write_bytes(render_junit(report, unique))
+    writers = {
+        "json": ("report.json", lambda: report.model_dump_json(indent=2)),
+        "md": ("report.md", lambda: markdown),
+        "html": ("report.html", lambda: render_html(report, unique, tokenizer=tokenizer)),
+        "junit": ("junit.xml", lambda: render_junit(report, unique)),
+    }
+    for name in formats:
+        filename, produce = writers[name]
+        content = produce()
+        if isinstance(content, bytes):
+            (run_dir / filename).write_bytes(content)
+        else:
+            (run_dir / filename).write_text(content, encoding="utf-8")
     summary_path = os.environ.get(STEP_SUMMARY_ENV)
-    if summary_path:
+    if step_summary and summary_path:
         with open(summary_path, "a", encoding="utf-8") as handle:
             handle.write(markdown + "\n")
 
