@@ -3,44 +3,16 @@
 import json
 
 import pytest
+from toy_project import even_length_task, rows, write_project
 
 pytestmark = pytest.mark.slow
 
-AGENT = '''
-from bedrock_agentcore import BedrockAgentCoreApp
-from openai import OpenAI
 
-app = BedrockAgentCoreApp()
-
-@app.entrypoint
-def invoke(payload):
-    rollout = payload["_rollout"]
-    client = OpenAI(base_url=rollout["base_url"], api_key=rollout["api_key"])
-    reply = client.chat.completions.create(
-        model=rollout["model_id"], messages=[{"role": "user", "content": payload["question"]}])
-    return {"reply": reply.choices[0].message.content or ""}
-'''
-
-TASK = '''
-import agentcore_rl_harness as arl
-
-@arl.reward
-def even_length(rollout, row):
-    return float(len(rollout.result["reply"]) % 2 == 0)
-
-@arl.task(dataset="data.jsonl", agent="agent.py", samples=3, rewards=[even_length])
-def test_toy(rollout, row):
-    assert rollout.reward == 1.0
-'''
 
 
 @pytest.fixture
 def toy(pytester):
-    rows = [{"id": f"r{i}", "split": "train" if i < 4 else "test", "question": f"Say {i}"}
-            for i in range(6)]
-    pytester.path.joinpath("data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    pytester.path.joinpath("agent.py").write_text(AGENT)
-    pytester.makepyfile(test_toy=TASK)
+    write_project(pytester.path, task=even_length_task(samples=3), dataset=rows(6, train=4))
     return pytester
 
 

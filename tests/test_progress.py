@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from toy_project import AGENT
 
 from agentcore_rl_harness.progress import (
     Progress, Snapshot, choose_style, eta_s, format_duration, render_status,
@@ -137,22 +138,6 @@ def test_without_a_terminal_nothing_is_written():
 
 # -- real runs ---------------------------------------------------------------------------------
 
-AGENT = '''
-import time
-from bedrock_agentcore import BedrockAgentCoreApp
-from openai import OpenAI
-
-app = BedrockAgentCoreApp()
-
-@app.entrypoint
-def invoke(payload):
-    time.sleep(payload.get("sleep", 0))
-    rollout = payload["_rollout"]
-    client = OpenAI(base_url=rollout["base_url"], api_key=rollout["api_key"])
-    reply = client.chat.completions.create(
-        model=rollout["model_id"], messages=[{"role": "user", "content": payload["question"]}])
-    return {"reply": reply.choices[0].message.content or "", "n": payload["n"]}
-'''
 
 TASK = '''
 import agentcore_rl_harness as arl

@@ -21,37 +21,11 @@ import sys
 import time
 
 import pytest
+from toy_project import even_length_task, rows, write_project
 
 pytestmark = pytest.mark.slow
 
-AGENT = '''
-import time
-from bedrock_agentcore import BedrockAgentCoreApp
-from openai import OpenAI
 
-app = BedrockAgentCoreApp()
-
-@app.entrypoint
-def invoke(payload):
-    time.sleep(0.6)  # keeps a few rollouts in flight when the run is killed
-    rollout = payload["_rollout"]
-    client = OpenAI(base_url=rollout["base_url"], api_key=rollout["api_key"])
-    reply = client.chat.completions.create(
-        model=rollout["model_id"], messages=[{"role": "user", "content": payload["question"]}])
-    return {"reply": reply.choices[0].message.content or ""}
-'''
-
-TASK = '''
-import agentcore_rl_harness as arl
-
-@arl.reward
-def even_length(rollout, row):
-    return float(len(rollout.result["reply"]) % 2 == 0)
-
-@arl.task(dataset="data.jsonl", agent="agent.py", samples=2, rewards=[even_length])
-def test_toy(rollout, row):
-    assert rollout.reward == 1.0
-'''
 
 ROWS, SAMPLES = 6, 2
 SETTINGS = ["model=tiny", "sampling.max_tokens=8", "runtime.concurrency=2", "seed=3",
@@ -110,10 +84,8 @@ def _kill_group(process):
 
 
 def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path, tiny_model_dir):
-    rows = [{"id": f"r{i}", "split": "test", "question": f"Say {i}"} for i in range(ROWS)]
-    (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    (tmp_path / "agent.py").write_text(AGENT)
-    (tmp_path / "test_toy.py").write_text(TASK)
+    # each agent sleeps 0.6 s: a few rollouts are in flight when the run is killed
+    write_project(tmp_path, task=even_length_task(samples=SAMPLES), dataset=rows(ROWS, sleep=0.6))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     total = ROWS * SAMPLES
 

@@ -5,25 +5,12 @@ import subprocess
 import sys
 
 import pytest
+from toy_project import AGENT
 
 from agentcore_rl_harness.sweep import render_summary, summarize_sweep
 
 CLI = [sys.executable, "-m", "agentcore_rl_harness.cli", "sweep"]
 
-AGENT = '''
-from bedrock_agentcore import BedrockAgentCoreApp
-from openai import OpenAI
-
-app = BedrockAgentCoreApp()
-
-@app.entrypoint
-def invoke(payload):
-    rollout = payload["_rollout"]
-    client = OpenAI(base_url=rollout["base_url"], api_key=rollout["api_key"])
-    reply = client.chat.completions.create(
-        model=rollout["model_id"], messages=[{"role": "user", "content": payload["question"]}])
-    return {"reply": reply.choices[0].message.content or ""}
-'''
 
 TASK = '''
 import agentcore_rl_harness as arl

@@ -157,6 +157,13 @@ def test_agent_loop_output_splits_prompt_and_response(trace_factory, rollout_fac
         verl_loop.agent_loop_output(rollout, trace_choice="last", prompt_length=2, response_length=8)
 
 
+def test_a_failed_rollout_never_becomes_an_agent_loop_output(trace_factory, rollout_factory):
+    _verl()
+    failed = rollout_factory([trace_factory([1, 2], [3], [1])], reward=None, status=Status.TIMEOUT)
+    with pytest.raises(HarnessError, match="cannot be a verl sample: timeout"):
+        verl_loop.agent_loop_output(failed, trace_choice="last", prompt_length=8, response_length=8)
+
+
 class _ScriptedRunner:
     def __init__(self, rollouts, **settings):
         self.rollouts = list(rollouts)

@@ -34,6 +34,8 @@ Where the adapters differ by design, the expectation says so (`Conformance`):
   the sampler's logprob (the adapter writes 0.0 elsewhere; every fixture logprob is < 0), the split
   is the first trained token (every fixture trace starts its response with a sampled token), and
   the advantages are scaled by 1 / (trained tokens in the step) for token_mean aggregation.
+
+`trainer=skyrl` is the tinker adapter (`TinkerTrainer`) against another server: the same batch.
 """
 
 from __future__ import annotations
@@ -162,11 +164,11 @@ def _session_of(rollout_key: str) -> str:
     return next(r.session_id for r in ROLLOUTS if r.group_id == group_id and r.sample_index == int(index))
 
 
-def local_views(tiny_model_dir, monkeypatch) -> list[TraceView]:
+def local_views(monkeypatch, model_dir) -> list[TraceView]:
     from agentcore_rl_harness.models import load_model
     from agentcore_rl_harness.trainers.local import LocalTrainer, LocalTrainerConfig
 
-    trainer = LocalTrainer(load_model(tiny_model_dir), config=LocalTrainerConfig(device="cpu", micro_batch_tokens=64))
+    trainer = LocalTrainer(load_model(model_dir), config=LocalTrainerConfig(device="cpu", micro_batch_tokens=64))
     batches = []
     tensors_of = trainer._tensors
 
@@ -209,52 +211,80 @@ class Done:
         return self.value
 
 
-def tinker_views(monkeypatch) -> list[TraceView]:
+class RecordingClient:
+    """A training client (tinker's and SageMaker's shared surface) keeping what a step sent."""
+
+    training_session_name = "conformance"
+
+    def __init__(self, *, forward_result, optim_result):
+        self.forward_result, self.optim_result = forward_result, optim_result
+        self.sent = []
+
+    def forward_backward(self, data, *args, **kwargs):
+        self.sent.extend(data)
+        return Done(self.forward_result)
+
+    def optim_step(self, params):
+        return Done(self.optim_result)
+
+    def save_weights_and_get_sampling_client(self, **kwargs):
+        return Done(SimpleNamespace())
+
+    def create_sampling_client(self):
+        return SimpleNamespace()
+
+    def stop(self):
+        pass
+
+
+def record_token_data(monkeypatch, module) -> list:
+    """The `TokenDatum`s `module` builds, in order: they name the rollout of each native datum."""
+    made, convert = [], module.token_data
+
+    def recording(items):
+        made.extend(convert(items))
+        return list(made)
+
+    monkeypatch.setattr(module, "token_data", recording)
+    return made
+
+
+def tinker_views(monkeypatch, model_dir) -> list[TraceView]:
     import tinker
 
     from agentcore_rl_harness.trainers import tinker as adapter
     from agentcore_rl_harness.trainers.grpo import GRPOConfig
 
-    sent, token_data = [], []
-    client = SimpleNamespace(
-        forward_backward=lambda data, loss_fn, config=None: sent.extend(data) or Done(
-            tinker.ForwardBackwardOutput(loss_fn_output_type="ArrayRecord", loss_fn_outputs=[], metrics={})),
-        optim_step=lambda params: Done(tinker.OptimStepResponse(metrics=None)),
-        save_weights_and_get_sampling_client=lambda: Done(SimpleNamespace()),
-    )
+    client = RecordingClient(
+        forward_result=tinker.ForwardBackwardOutput(loss_fn_output_type="ArrayRecord", loss_fn_outputs=[], metrics={}),
+        optim_result=tinker.OptimStepResponse(metrics=None))
     service = SimpleNamespace(create_lora_training_client=lambda **kwargs: Done(client))
-    convert = adapter.token_data
-    monkeypatch.setattr(adapter, "token_data", lambda items: token_data.extend(convert(items)) or token_data)
+    token_data = record_token_data(monkeypatch, adapter)
     trainer = adapter.TinkerTrainer(config=adapter.TinkerTrainerConfig(), algo=GRPOConfig(), base_model="tiny",
                                     service_client=service)
     groups, _ = build_groups(ROLLOUTS)
     asyncio.run(trainer.step(groups=groups))
+    sent = client.sent
     assert len(sent) == len(token_data) and all(isinstance(d, tinker.Datum) for d in sent)
     logprobs = [d.loss_fn_inputs["logprobs"].tolist() for d in sent]
     total_tokens = sum(1 for values in logprobs for lp in values if lp)  # token_mean: A / total_tokens
     return [
-        _from_shifted(_session_of(meta.rollout_key), d.model_input.to_ints(), d.loss_fn_inputs["target_tokens"].tolist(),
-                      [lp != 0 for lp in lps], lps, [a * total_tokens for a in d.loss_fn_inputs["advantages"].tolist()])
+        _from_shifted(_session_of(meta.rollout_key), d.model_input.to_ints(),
+                      d.loss_fn_inputs["target_tokens"].tolist(), [lp != 0 for lp in lps], lps,
+                      [a * total_tokens for a in d.loss_fn_inputs["advantages"].tolist()])
         for meta, d, lps in zip(token_data, sent, logprobs)
     ]
 
 
-def sagemaker_views(monkeypatch) -> list[TraceView]:
+def sagemaker_views(monkeypatch, model_dir) -> list[TraceView]:
     from sagemaker.train.training_session import Datum
 
     from agentcore_rl_harness.trainers import sagemaker as adapter
     from agentcore_rl_harness.trainers.grpo import GRPOConfig
 
-    sent, token_data = [], []
     result = SimpleNamespace(metrics={}, loss_fn_outputs=None)
-    client = SimpleNamespace(
-        training_session_name="conformance", create_sampling_client=lambda: SimpleNamespace(),
-        forward_backward=lambda data, **kwargs: sent.extend(data) or Done(result),
-        optim_step=lambda params: Done(result), stop=lambda: None,
-        save_weights_and_get_sampling_client=lambda **kwargs: SimpleNamespace(),
-    )
-    convert = adapter.token_data
-    monkeypatch.setattr(adapter, "token_data", lambda items: token_data.extend(convert(items)) or token_data)
+    client = RecordingClient(forward_result=result, optim_result=result)
+    token_data = record_token_data(monkeypatch, adapter)
     config = adapter.SageMakerTrainerConfig(
         region="us-west-2", role_arn="arn:aws:iam::1:role/r", s3_output_path="s3://bucket/out", base_model="m",
         model_package_group="arn:aws:sagemaker:us-west-2:1:model-package-group/g")
@@ -264,6 +294,7 @@ def sagemaker_views(monkeypatch) -> list[TraceView]:
         trainer.step_sync(groups)
     finally:
         trainer.close()
+    sent = client.sent
     assert len(sent) == len(token_data) and all(isinstance(d, Datum) for d in sent)
     inputs = [d.loss_fn_inputs for d in sent]
     return [
@@ -298,7 +329,7 @@ def _row(r: Rollout) -> str:
     return json.dumps({"id": r.row_id, "session": r.session_id})
 
 
-def verl_views(monkeypatch) -> list[TraceView]:
+def verl_views(monkeypatch, model_dir) -> list[TraceView]:
     import numpy as np
     import torch
     from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
@@ -341,13 +372,15 @@ def verl_views(monkeypatch) -> list[TraceView]:
     return views
 
 
-def slime_views(monkeypatch) -> list[TraceView]:
+def slime_views(monkeypatch, model_dir) -> list[TraceView]:
     from agentcore_rl_harness.integrations import slime as adapter
 
     monkeypatch.setattr(adapter, "load_task", lambda ref: SimpleNamespace(name="calc"))
     group_ids = list(dict.fromkeys(r.group_id for r in ROLLOUTS))
+    # one prompt sample per rollout, as `agentcore-rl export slime` lays out a row's metadata
     prompts = [
-        [adapter.StandInSample(group_index=g, index=i, metadata={adapter.META_KEY: {"task_ref": "calc.py::t", "row": _row(r)}})
+        [adapter.StandInSample(group_index=g, index=i, metadata={adapter.META_KEY: {"task_ref": "calc.py::t",
+                                                                                   "row": _row(r)}})
          for i, r in enumerate(r for r in ROLLOUTS if r.group_id == group_id)]
         for g, group_id in enumerate(group_ids)
     ]
@@ -372,7 +405,8 @@ def slime_views(monkeypatch) -> list[TraceView]:
 
 @dataclass(frozen=True)
 class Conformance:
-    views: Callable[..., list[TraceView]]
+    views: Callable[[pytest.MonkeyPatch, object], list[TraceView]]
+    """(monkeypatch, tiny model dir) -> the adapter's batch as views."""
     skips_constant_groups: bool
     """False: the framework keeps a constant-reward group, with advantage 0."""
     one_trace_per_rollout: bool
@@ -433,7 +467,7 @@ def adapter(request, tiny_model_dir):
         pytest.importorskip("verl.experimental.agent_loop.agent_loop")
     spec = ADAPTERS[name]
     with pytest.MonkeyPatch.context() as monkeypatch:
-        views = spec.views(tiny_model_dir, monkeypatch) if name == "local" else spec.views(monkeypatch)
+        views = spec.views(monkeypatch, tiny_model_dir)
     keyed = {(v.rollout, v.token_ids): v for v in views}
     assert len(keyed) == len(views), f"{name}: a trace appears twice in the batch"
     return name, spec, keyed
@@ -482,7 +516,8 @@ def test_a_forked_rollout_counts_once_and_its_traces_share_its_advantage(adapter
 def test_the_samplers_logprobs_are_carried_through_unchanged(adapter):
     name, spec, views = adapter
     for key, trace in expected_traces(spec).items():
-        want = (None,) * trace.prompt_length + tuple(lp if m else None for lp, m in zip(trace.logprobs, trace.loss_mask))
+        sampled = tuple(lp if m else None for lp, m in zip(trace.logprobs, trace.loss_mask))
+        want = (None,) * trace.prompt_length + sampled
         got = views[key].logprobs
         assert [lp is None for lp in got] == [lp is None for lp in want], key
         assert [lp for lp in got if lp is not None] == pytest.approx([lp for lp in want if lp is not None], rel=1e-6)

@@ -9,6 +9,7 @@ import math
 import os
 
 import pytest
+from toy_project import even_length_task, rows, write_project
 
 tinker = pytest.importorskip("tinker")
 os.environ.setdefault("TINKER_TELEMETRY", "0")
@@ -362,32 +363,7 @@ def test_step_against_the_local_server_moves_the_sampler_to_new_weights(tinker_s
         trainer.close()
 
 
-AGENT = '''
-from bedrock_agentcore import BedrockAgentCoreApp
-from openai import OpenAI
 
-app = BedrockAgentCoreApp()
-
-@app.entrypoint
-def invoke(payload):
-    rollout = payload["_rollout"]
-    client = OpenAI(base_url=rollout["base_url"], api_key=rollout["api_key"])
-    reply = client.chat.completions.create(
-        model=rollout["model_id"], messages=[{"role": "user", "content": payload["question"]}])
-    return {"reply": reply.choices[0].message.content or ""}
-'''
-
-TASK = '''
-import agentcore_rl_harness as arl
-
-@arl.reward
-def even_length(rollout, row):
-    return float(len(rollout.result["reply"]) % 2 == 0)
-
-@arl.task(dataset="data.jsonl", agent="agent.py", samples=3, rewards=[even_length])
-def test_toy(rollout, row):
-    assert rollout.reward == 1.0
-'''
 
 
 @pytest.mark.slow
@@ -396,10 +372,7 @@ def test_pytest_run_trains_through_trainer_tinker(pytester, tinker_server, monke
     each step from the new weights, and the final checkpoint's policy differs from the base."""
     monkeypatch.setenv("TINKER_API_KEY", TEST_KEY)
     monkeypatch.setenv("TINKER_TELEMETRY", "0")
-    rows = [{"id": f"r{i}", "split": "train" if i < 4 else "test", "question": f"Say {i}"} for i in range(6)]
-    pytester.path.joinpath("data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    pytester.path.joinpath("agent.py").write_text(AGENT)
-    pytester.makepyfile(test_toy=TASK)
+    write_project(pytester.path, task=even_length_task(samples=3), dataset=rows(6, train=4))
     overrides = ["model=tiny", "sampling.max_tokens=6", "trainer=tinker", f"trainer.base_url={tinker_server.base_url}",
                  "trainer.lora_rank=8", "trainer.lr=1e-2", "trainer.steps=2", "trainer.batch_rows=2",
                  "trainer.checkpoint_every=1"]

@@ -202,6 +202,9 @@ def agent_loop_output(
     context the model never saw); a response longer than `rollout.response_length` is cut at the
     end, as verl's own agent loops do, and the cut is counted.
     """
+    reason = _unusable(rollout)
+    if reason is not None:  # never a made-up reward for a session that failed
+        raise HarnessError(f"task {rollout.task} row {rollout.row_id} cannot be a verl sample: {reason}")
     AgentLoopOutput, AgentLoopMetrics = _agent_loop_types()
     index, trace = choose_trace(rollout.traces, trace_choice)
     prompt_ids = list(trace.token_ids[: trace.prompt_length])
