@@ -7,13 +7,14 @@ check by hand, and tests/trainers/test_grpo.py does.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
 from ..records import Rollout, Status
-from .base import TrainGroup, TrainSample
+from .base import StepMetrics, TrainGroup, TrainSample
 
 AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum")
 EXCLUDED_STATUSES = (Status.TIMEOUT, Status.AGENT_ERROR, Status.INFRA_ERROR)
@@ -169,6 +170,39 @@ def build_batch(
         advantage_abs_mean=_mean([abs(value) for value in used_advantages]),
     )
     return items, stats
+
+
+def staleness(items: Sequence[BatchItem], policy_version: int) -> list[int]:
+    """Per trace: how many versions the trainer is ahead of the oldest one it was sampled under."""
+    return [policy_version - item.policy_version for item in items if item.policy_version is not None]
+
+
+def step_metrics(
+    *, step: int, policy_version: int, stats: BatchStats, lags: Sequence[int], started: float, lr: float,
+    loss: float | None = None, kl: float | None = None, sampler_kl: float | None = None,
+    clip_fraction: float | None = None, grad_norm: float | None = None,
+) -> StepMetrics:
+    """One `StepMetrics` from the batch statistics and what the update reported (None: nothing)."""
+    return StepMetrics(
+        step=step,
+        policy_version=policy_version,
+        loss=loss,
+        kl=kl,
+        sampler_kl=sampler_kl,
+        clip_fraction=clip_fraction,
+        trained_tokens=stats.trained_tokens,
+        sequences=stats.traces_used,
+        groups=stats.groups_used,
+        groups_skipped=stats.groups_skipped_small + stats.groups_skipped_constant,
+        reward_mean=stats.reward_mean,
+        reward_std=stats.reward_std,
+        advantage_abs_mean=stats.advantage_abs_mean,
+        grad_norm=grad_norm,
+        staleness_max=max(lags) if lags else None,
+        staleness_mean=sum(lags) / len(lags) if lags else None,
+        wall_time_s=time.perf_counter() - started,
+        lr=lr,
+    )
 
 
 def _item(group_id: str, rollout_key: str, trace: Any, advantage: float) -> BatchItem:

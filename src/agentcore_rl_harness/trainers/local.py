@@ -28,7 +28,7 @@ from ..errors import ConfigError, MissingDependencyError
 from ..records import Trace
 from . import _prefix, checkpoint
 from .base import StepMetrics, TrainGroup
-from .grpo import BatchItem, GRPOConfig, build_batch, policy_loss
+from .grpo import BatchItem, GRPOConfig, build_batch, policy_loss, staleness, step_metrics
 
 FINETUNE_MODES = ("lora", "full")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -183,30 +183,18 @@ class LocalTrainer:
             items, stats = build_batch(
                 groups, normalize_std=self.algo.normalize_std, eps=self.algo.std_eps
             )
-            lags = [self.policy_version - item.policy_version for item in items if item.policy_version is not None]
+            lags = staleness(items, self.policy_version)
             self.step_count += 1
-            result: dict[str, Any] = dict(loss=None, kl=None, sampler_kl=None, clip_fraction=None, grad_norm=None)
+            result: dict[str, Any] = {}  # nothing trained: no loss-side numbers
             if items:
                 with self._sampler_lock():
                     result = self._update(items, stats.trained_tokens)
                     self.policy_version += 1
                 if self.sampler is not None:
                     self.sampler.swap_model(self.policy_model, policy_version=self.policy_version)
-            return StepMetrics(
-                step=self.step_count,
-                policy_version=self.policy_version,
-                trained_tokens=stats.trained_tokens,
-                sequences=stats.traces_used,
-                groups=stats.groups_used,
-                groups_skipped=stats.groups_skipped_small + stats.groups_skipped_constant,
-                reward_mean=stats.reward_mean,
-                reward_std=stats.reward_std,
-                advantage_abs_mean=stats.advantage_abs_mean,
-                staleness_max=max(lags) if lags else None,
-                staleness_mean=sum(lags) / len(lags) if lags else None,
-                wall_time_s=time.perf_counter() - started,
-                lr=float(self.optimizer.param_groups[0]["lr"]),
-                **result,
+            return step_metrics(
+                step=self.step_count, policy_version=self.policy_version, stats=stats, lags=lags,
+                started=started, lr=float(self.optimizer.param_groups[0]["lr"]), **result,
             )
 
     def _update(self, items: list[BatchItem], total_tokens: int) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from ..samplers.sagemaker import SageMakerSampler, import_training_session, serv
 from .base import StepMetrics, TrainGroup
 from .checkpoint import STATE_FILE, CheckpointError
 from .datum import TokenDatum, token_data
-from .grpo import GRPOConfig, build_batch
+from .grpo import GRPOConfig, build_batch, staleness, step_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -198,27 +198,15 @@ class SageMakerTrainer:
         with self._busy:
             self._require_open("step")
             items, stats = build_batch(groups, normalize_std=self.algo.normalize_std, eps=self.algo.std_eps)
-            lags = [self.policy_version - item.policy_version for item in items if item.policy_version is not None]
+            lags = staleness(items, self.policy_version)
             self.step_count += 1
-            result: dict[str, Any] = dict(loss=None, kl=None, sampler_kl=None, clip_fraction=None, grad_norm=None)
+            result: dict[str, Any] = {}  # nothing trained: no loss-side numbers
             if items:
                 data = token_data(items)
                 result = self._on_failure_stop(lambda: self._update(data))
-            return StepMetrics(
-                step=self.step_count,
-                policy_version=self.policy_version,
-                trained_tokens=stats.trained_tokens,
-                sequences=stats.traces_used,
-                groups=stats.groups_used,
-                groups_skipped=stats.groups_skipped_small + stats.groups_skipped_constant,
-                reward_mean=stats.reward_mean,
-                reward_std=stats.reward_std,
-                advantage_abs_mean=stats.advantage_abs_mean,
-                staleness_max=max(lags) if lags else None,
-                staleness_mean=sum(lags) / len(lags) if lags else None,
-                wall_time_s=time.perf_counter() - started,
-                lr=self.config.lr,
-                **result,
+            return step_metrics(
+                step=self.step_count, policy_version=self.policy_version, stats=stats, lags=lags,
+                started=started, lr=self.config.lr, **result,
             )
 
     def _update(self, data: list[TokenDatum]) -> dict[str, Any]:

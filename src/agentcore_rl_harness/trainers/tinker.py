@@ -36,7 +36,7 @@ from ..errors import ConfigError, HarnessError
 from .base import StepMetrics, TrainGroup
 from .checkpoint import CheckpointError
 from .datum import TokenDatum, token_data
-from .grpo import GRPOConfig, build_batch
+from .grpo import GRPOConfig, build_batch, staleness, step_metrics
 
 log = logging.getLogger(__name__)
 
@@ -269,27 +269,14 @@ class TinkerTrainer:
         """One GRPO update on the service, then the sampler moves to the new weights."""
         started = time.perf_counter()
         items, stats = build_batch(groups, normalize_std=self.algo.normalize_std, eps=self.algo.std_eps)
-        lags = [self.policy_version - item.policy_version for item in items if item.policy_version is not None]
+        lags = staleness(items, self.policy_version)
         self.step_count += 1
-        result: dict[str, Any] = dict(loss=None, sampler_kl=None, clip_fraction=None, grad_norm=None)
+        result: dict[str, Any] = {}  # nothing trained: no loss-side numbers
         if items:
             result = await asyncio.to_thread(self._update, token_data(items))
-        return StepMetrics(
-            step=self.step_count,
-            policy_version=self.policy_version,
-            kl=None,
-            trained_tokens=stats.trained_tokens,
-            sequences=stats.traces_used,
-            groups=stats.groups_used,
-            groups_skipped=stats.groups_skipped_small + stats.groups_skipped_constant,
-            reward_mean=stats.reward_mean,
-            reward_std=stats.reward_std,
-            advantage_abs_mean=stats.advantage_abs_mean,
-            staleness_max=max(lags) if lags else None,
-            staleness_mean=sum(lags) / len(lags) if lags else None,
-            wall_time_s=time.perf_counter() - started,
-            lr=self.config.lr,
-            **result,
+        return step_metrics(
+            step=self.step_count, policy_version=self.policy_version, stats=stats, lags=lags,
+            started=started, lr=self.config.lr, **result,
         )
 
     def _update(self, data: list[TokenDatum]) -> dict[str, Any]:
