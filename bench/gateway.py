@@ -13,11 +13,20 @@ target, so the driver's CPU does not share the server's GIL. Targets:
 
 Per row: turns/s, latency p50/p99 as the driver sees it, `added` = that minus a direct call of
 the backend (median, in-process), and the server process's CPU ms per turn (independent of the
-driver's speed; noisy on a shared machine but less than turns/s). The 1-minute load average is
-printed with each row: on a shared machine compare ratios measured in the same run.
+driver's speed; noisy on a shared machine but less than turns/s). Where the server's event-loop
+thread spent the row (Linux schedstat): on a CPU, runnable but waiting for one, asleep; how often
+it was preempted per turn; garbage-collection ms per turn and the full collections. The 1-minute
+load average is printed with each row: on a shared machine compare ratios measured in the same run.
 
-Run:  python bench/gateway.py [--sessions 1 16 64 128] [--turns 8] [--min-turns 1500] [--drivers 1]
-                              [--repeat 3] [--anchor-python /tmp/anchor-venv/bin/python] [--gc-freeze]
+Reading it on a busy machine: the server is one CPU-bound thread; when it is off-CPU with turns
+queued it is runnable, not waiting on anything of its own (no lock, thread hop or queue sits on
+the turn path), so turns/s follows its CPU share. Measured at load 2.4-2.8 on 2 cores, the loop
+thread is asleep < 2% of a 64-session row. Both servers run with `gc.freeze()` after loading
+(`--no-gc-freeze` to turn off): with transformers and torch imported, a full collection otherwise
+walks the whole heap (90-230 ms for ours, 55-215 ms for the anchor).
+
+Run:  python bench/gateway.py [--sessions 1 16 64 128] [--turns 8] [--min-turns 3000] [--drivers 1]
+                              [--repeat 3] [--anchor-python /tmp/anchor-venv/bin/python] [--no-gc-freeze]
 `--repeat N` runs N rounds (null, ours, anchor in turn at every concurrency) and prints medians:
 on a shared machine the load moves between targets, and rounds spread that over all of them.
 """
@@ -27,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import math
 import os
@@ -38,6 +48,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -51,10 +62,21 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+@dataclass(frozen=True)
+class Driven:
+    """What one driven row measured in the server's process."""
+
+    wall_s: float
+    latencies: list[float]
+    cpu_s: float
+    loop_sched: tuple[int, int, int] | None  # the event-loop thread: on-CPU ns, runnable ns, preemptions
+    gc_pauses: dict[int, list[float]]  # seconds of each collection, per generation
+
+
 def run_driven(base_url: str, open_session: Callable[[], str], *, sessions: int, turns: int,
-               min_turns: int, drivers: int, driver_python: str) -> tuple[float, list[float], float]:
-    """Drive `sessions` concurrent workers from `drivers` child processes; (wall s, latencies,
-    this process's CPU s). Each worker runs enough sessions of `turns` turns for `min_turns` in all."""
+               min_turns: int, drivers: int, driver_python: str) -> Driven:
+    """Drive `sessions` concurrent workers from `drivers` child processes. Each worker runs
+    enough sessions of `turns` turns for `min_turns` in all."""
     per_worker = max(1, math.ceil(min_turns / (sessions * turns)))
     workers = [[open_session() for _ in range(per_worker)] for _ in range(sessions)]
     shares = [workers[i::drivers] for i in range(drivers) if workers[i::drivers]]
@@ -67,9 +89,10 @@ def run_driven(base_url: str, open_session: Callable[[], str], *, sessions: int,
             children.append(subprocess.Popen(
                 [driver_python, os.path.join(HERE, "_driver.py"), "--base-url", base_url, "--turns", str(turns),
                  "--workers-json", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        cpu = time.process_time()
-        outputs = [child.communicate(timeout=1800) for child in children]
-        cpu = time.process_time() - cpu
+        cpu, sched = time.process_time(), thread_sched()
+        with gc_pauses() as pauses:
+            outputs = [child.communicate(timeout=1800) for child in children]
+        cpu, sched = time.process_time() - cpu, busiest_thread(sched, thread_sched())
     rows = []
     for child, (out, err) in zip(children, outputs):
         if child.returncode != 0:
@@ -79,11 +102,67 @@ def run_driven(base_url: str, open_session: Callable[[], str], *, sessions: int,
             raise RuntimeError(f"driver saw {row['errors']} failed turns, first: {row['first_error']}")
         rows.append(row)
     wall = max(r["end"] for r in rows) - min(r["start"] for r in rows)
-    return wall, [latency for r in rows for latency in r["latencies"]], cpu
+    return Driven(wall, [latency for r in rows for latency in r["latencies"]], cpu, sched, pauses)
 
 
-def report(target: str, sessions: int, wall: float, latencies: list[float], direct_s: float, cpu_s: float) -> dict:
-    return {"target": target, "sessions": sessions, "turns": len(latencies),
+@contextlib.contextmanager
+def gc_pauses() -> Iterator[dict[int, list[float]]]:
+    """Seconds of every garbage collection in this process during the block, per generation."""
+    pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+    started = [0.0]
+
+    def callback(phase: str, info: dict) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pauses[info["generation"]].append(time.perf_counter() - started[0])
+
+    gc.callbacks.append(callback)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(callback)
+
+
+def thread_sched() -> dict[str, tuple[int, int, int]]:
+    """Per thread of this process: (ns on a CPU, ns runnable but waiting for one, involuntary
+    context switches), from Linux's /proc schedstat; empty elsewhere."""
+    times = {}
+    with contextlib.suppress(OSError):
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError, ValueError):
+                with open(f"/proc/self/task/{tid}/schedstat") as file:
+                    on_cpu, runnable, _ = map(int, file.read().split())
+                with open(f"/proc/self/task/{tid}/status") as file:
+                    status = file.read()
+                preempted = int(status.split("nonvoluntary_ctxt_switches:")[1].split()[0])
+                times[tid] = (on_cpu, runnable, preempted)
+    return times
+
+
+def busiest_thread(before: dict, after: dict) -> tuple[int, int, int] | None:
+    """The (on-CPU ns, runnable ns, preemptions) of the thread that ran most between two
+    `thread_sched()` snapshots: the server's event loop thread."""
+    deltas = [tuple(a - b for a, b in zip(after[tid], before[tid])) for tid in after if tid in before]
+    return max(deltas, default=None)
+
+
+def report(target: str, sessions: int, driven: Driven, direct_s: float) -> dict:
+    """One row. `loop_*_pct`: where the server's event-loop thread spent the wall time, on a CPU,
+    runnable but waiting for a CPU (the machine is busy), or asleep (waiting for requests, a lock,
+    I/O); `preempted_per_turn`: how often it was switched out while runnable."""
+    wall, latencies, cpu_s, pauses = driven.wall_s, driven.latencies, driven.cpu_s, driven.gc_pauses
+    breakdown = {}
+    if driven.loop_sched is not None:
+        on_cpu, runnable, preempted = driven.loop_sched
+        breakdown = {"loop_on_cpu_pct": round(100 * on_cpu / 1e9 / wall, 1),
+                     "loop_runnable_pct": round(100 * runnable / 1e9 / wall, 1),
+                     "loop_asleep_pct": round(100 - 100 * (on_cpu + runnable) / 1e9 / wall, 1),
+                     "preempted_per_turn": round(preempted / len(latencies), 3)}
+    full = pauses[2]
+    breakdown.update(gc_ms_per_turn=round(sum(map(sum, pauses.values())) * 1e3 / len(latencies), 4),
+                     full_gcs=len(full), full_gc_max_ms=round(max(full, default=0.0) * 1e3, 1))
+    return {"target": target, "sessions": sessions, "turns": len(latencies), **breakdown,
             "turns_per_s": round(len(latencies) / wall, 1),
             "cpu_ms_per_turn": round(cpu_s * 1e3 / len(latencies), 3),
             "turns_per_cpu_s": round(len(latencies) / cpu_s, 1) if cpu_s > 0 else None,
@@ -146,7 +225,10 @@ def null_server() -> Iterator[str]:
     sock = socket.socket()
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+    from agentcore_rl_harness.gateway.http import CoalescingHttpProtocol
+
+    server = uvicorn.Server(uvicorn.Config(app, http=CoalescingHttpProtocol, log_level="warning",
+                                           lifespan="off", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not server.started:
@@ -165,10 +247,10 @@ def run_null(args: argparse.Namespace) -> list[dict]:
     with null_server() as base_url:
         warm_up(base_url, open_session, sys.executable)
         for sessions in args.sessions:
-            wall, latencies, cpu = run_driven(base_url, open_session, sessions=sessions, turns=args.turns,
-                                              min_turns=args.min_turns, drivers=args.drivers,
-                                              driver_python=sys.executable)
-            rows.append(report("null", sessions, wall, latencies, 0.0, cpu))
+            driven = run_driven(base_url, open_session, sessions=sessions, turns=args.turns,
+                                min_turns=args.min_turns, drivers=args.drivers,
+                                driver_python=sys.executable)
+            rows.append(report("null", sessions, driven, 0.0))
     return rows
 
 
@@ -205,10 +287,10 @@ def run_ours(args: argparse.Namespace, tokenizer_dir: str) -> list[dict]:
 
         warm_up(server.base_url, open_session, sys.executable)
         for sessions in args.sessions:
-            wall, latencies, cpu = run_driven(server.base_url, open_session, sessions=sessions, turns=args.turns,
-                                              min_turns=args.min_turns, drivers=args.drivers,
-                                              driver_python=sys.executable)
-            rows.append(report("ours", sessions, wall, latencies, direct_s, cpu))
+            driven = run_driven(server.base_url, open_session, sessions=sessions, turns=args.turns,
+                                min_turns=args.min_turns, drivers=args.drivers,
+                                driver_python=sys.executable)
+            rows.append(report("ours", sessions, driven, direct_s))
             for session_id in opened:
                 server.sessions.finish(session_id)
             opened.clear()
@@ -237,6 +319,9 @@ def run_anchor(args: argparse.Namespace) -> list[dict]:
     gateway = RolloutGateway(backend=backend, renderer=HfTemplateRenderer(tokenizer, stop_sequences=["<|im_end|>"]),
                              tokenizer=tokenizer, adapters=["openai"])
     server = ThreadedGatewayServer(gateway, host="127.0.0.1", port=0)
+    if args.gc_freeze:
+        gc.collect()
+        gc.freeze()
     server.start()
     opened: list[str] = []
 
@@ -250,10 +335,10 @@ def run_anchor(args: argparse.Namespace) -> list[dict]:
     try:
         warm_up(server.base_url, open_session, args.driver_python)
         for sessions in args.sessions:
-            wall, latencies, cpu = run_driven(server.base_url, open_session, sessions=sessions, turns=args.turns,
-                                              min_turns=args.min_turns, drivers=args.drivers,
-                                              driver_python=args.driver_python)
-            rows.append(report("anchor", sessions, wall, latencies, direct_s, cpu))
+            driven = run_driven(server.base_url, open_session, sessions=sessions, turns=args.turns,
+                                min_turns=args.min_turns, drivers=args.drivers,
+                                driver_python=args.driver_python)
+            rows.append(report("anchor", sessions, driven, direct_s))
             for session_id in opened:
                 gateway.finish_session(session_id)
             opened.clear()
@@ -301,9 +386,13 @@ def main() -> None:
     parser.add_argument("--target", choices=["all", "null", "ours", "anchor"], default="all")
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 64, 128])
     parser.add_argument("--turns", type=int, default=8, help="turns per session")
-    parser.add_argument("--min-turns", type=int, default=1500, help="turns per row at least (sessions repeat)")
+    parser.add_argument("--min-turns", type=int, default=3000,
+                        help="turns per row at least (sessions repeat); short rows let one stall (a "
+                             "full GC, a preemption) decide the row's turns/s")
     parser.add_argument("--drivers", type=int, default=1, help="driver processes")
-    parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after loading (ours)")
+    parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
+                        help="do not gc.freeze() after loading (both servers)")
+    parser.add_argument("--gc-freeze", dest="gc_freeze", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tokenizer-dir", default=None)
     parser.add_argument("--anchor-python", default="/tmp/anchor-venv/bin/python")
     parser.add_argument("--driver-python", default=sys.executable, help=argparse.SUPPRESS)
@@ -346,7 +435,7 @@ def _medians(target_rounds: list[list[dict]]) -> list[dict]:
     for sessions, rows in sorted(by_sessions.items()):
         median = dict(rows[0])
         for key, value in rows[0].items():
-            if isinstance(value, float) and key != "sessions":
+            if isinstance(value, (int, float)) and key not in ("sessions", "turns", "round"):
                 median[key] = round(statistics.median(r[key] for r in rows if r.get(key) is not None), 3)
         medians.append(median)
     return medians
@@ -355,11 +444,14 @@ def _medians(target_rounds: list[list[dict]]) -> list[dict]:
 def _print_table(rows: dict[str, list[dict]]) -> None:
     by = {target: {row["sessions"]: row for row in target_rows} for target, target_rows in rows.items()}
     print("sessions | turns/s null  ours  anchor | ours/anchor | added p50 ms ours anchor | "
-          "added p99 ms ours anchor | cpu ms/turn ours anchor | cpu ratio | load")
+          "added p99 ms ours anchor | cpu ms/turn ours anchor | cpu ratio | loop on-cpu/runnable % ours "
+          "anchor | load")
     for sessions in sorted({s for target_rows in by.values() for s in target_rows}):
         null, ours, anchor = (by.get(t, {}).get(sessions) for t in ("null", "ours", "anchor"))
         get = lambda row, key: f"{row[key]:.1f}" if row else "-"  # noqa: E731
         getf = lambda row, key: f"{row[key]:.2f}" if row else "-"  # noqa: E731
+        loop = lambda row: f"{row['loop_on_cpu_pct']:.0f}/{row['loop_runnable_pct']:.0f}" \
+            if row and "loop_on_cpu_pct" in row else "-"  # noqa: E731
         ratio = f"{ours['turns_per_s'] / anchor['turns_per_s']:.2f}x" if ours and anchor else "-"
         load = max((r["loadavg_1m"] for r in (null, ours, anchor) if r), default=0.0)
         cpu_ratio = f"{anchor['cpu_ms_per_turn'] / ours['cpu_ms_per_turn']:.2f}x" if ours and anchor else "-"
@@ -367,7 +459,8 @@ def _print_table(rows: dict[str, list[dict]]) -> None:
               f"{get(anchor, 'turns_per_s'):>7} | {ratio:>11} | {getf(ours, 'added_p50_ms'):>13} "
               f"{getf(anchor, 'added_p50_ms'):>6} | {getf(ours, 'added_p99_ms'):>13} "
               f"{getf(anchor, 'added_p99_ms'):>6} | {getf(ours, 'cpu_ms_per_turn'):>16} "
-              f"{getf(anchor, 'cpu_ms_per_turn'):>6} | {cpu_ratio:>9} | {load:.2f}", flush=True)
+              f"{getf(anchor, 'cpu_ms_per_turn'):>6} | {cpu_ratio:>9} | {loop(ours):>28} {loop(anchor):>7} "
+              f"| {load:.2f}", flush=True)
 
 
 def _anchor_rows(args: argparse.Namespace) -> list[dict]:
@@ -378,7 +471,7 @@ def _anchor_rows(args: argparse.Namespace) -> list[dict]:
     command = [args.anchor_python, os.path.abspath(__file__), "--target", "anchor", "--tokenizer-dir",
                args.tokenizer_dir, "--turns", str(args.turns), "--min-turns", str(args.min_turns),
                "--drivers", str(args.drivers), "--driver-python", sys.executable,
-               "--sessions", *map(str, args.sessions)]
+               "--sessions", *map(str, args.sessions), *([] if args.gc_freeze else ["--no-gc-freeze"])]
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         print(f"anchor failed (exit {done.returncode}):\n{done.stderr[-3000:]}", flush=True)

@@ -1,13 +1,14 @@
 """uvicorn's httptools protocol with one socket write per response instead of two.
 
 uvicorn writes a response's status line + headers and its body in separate `transport.write`
-calls, so every JSON answer costs two `send()`s and two wake-ups of the client, which reads the
-head, goes back to `epoll`, and is woken again for the body. On a busy machine each wake-up is a
-chance for the client to preempt the server in the middle of the response (see the benchmark
-notes in `bench/gateway.py`). `CoalescingHttpProtocol` buffers what one connection writes within
-one event-loop iteration and sends it with a single write at the end of that iteration, as
-aiohttp does with head + body. Streams still go out as they are produced: each loop iteration
-flushes, so an SSE event waits at most until the loop's current callbacks finish.
+calls, so every JSON answer costs two `send()`s and two wake-ups of the client. On a busy machine
+each wake-up is a chance for the woken client to preempt the server in the middle of a response.
+`CoalescingHttpProtocol` buffers what one connection writes within one event-loop iteration and
+sends it with a single write at the end of that iteration, as aiohttp does with head + body. In
+`bench/gateway.py` at 64 sessions and load ~2.5 on 2 cores it cut the server's preemptions from
+1.5 to 0.7 per turn, its CPU from 0.26 to 0.22 ms per turn, and p99 from 224 to 24 ms. Streams
+still go out as they are produced: each loop iteration flushes, so an SSE event waits at most
+until the loop's current callbacks finish.
 """
 
 from __future__ import annotations
