@@ -14,6 +14,7 @@ import concurrent.futures
 import dataclasses
 import inspect
 import itertools
+import threading
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -133,6 +134,28 @@ class EpisodeRunner:
                 close_sampler()
             if self._store is not None:
                 self._store.close()
+
+
+_runners: dict[tuple[Any, ...], EpisodeRunner] = {}
+_runners_lock = threading.Lock()
+
+
+def shared_runner(key: tuple[Any, ...], build: Any) -> EpisodeRunner:
+    """This process's runner for `key`, built once by `build()`: external engines call the
+    rollout code per sample or per step, and one gateway + runtime serves them all."""
+    with _runners_lock:
+        if key not in _runners:
+            _runners[key] = build()
+        return _runners[key]
+
+
+def close_runners() -> None:
+    """Close this process's runners (tests; verl workers and slime actors simply exit)."""
+    with _runners_lock:
+        runners = list(_runners.values())
+        _runners.clear()
+    for runner in runners:
+        runner.close()
 
 
 def case_for(spec: TaskSpec, row: dict[str, Any], *, sample_index: int, phase: str,

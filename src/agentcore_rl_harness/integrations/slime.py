@@ -30,7 +30,6 @@ import enum
 import itertools
 import json
 import os
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +39,7 @@ from ..records import Rollout, Trace
 from ..training import training_reward
 from ._episodes import (
     CONFIG_ENV, OVERRIDES_ENV, EpisodeRunner, case_for, harness_config, is_failed,
-    overrides_from_env, trained_tokens,
+    overrides_from_env, shared_runner, trained_tokens,
 )
 from ._tasks import load_task
 
@@ -191,8 +190,6 @@ def post_process_rewards(args: Any, samples: Sequence[Any]) -> tuple[list[float]
 
 # -- the rollout function -------------------------------------------------------------------------
 
-_runners: dict[tuple[Any, ...], EpisodeRunner] = {}
-_runners_lock = threading.Lock()
 _group_counter = itertools.count()
 
 
@@ -206,19 +203,20 @@ def _runner(args: Any) -> EpisodeRunner:
     url = f"http://{args.sglang_router_ip}:{args.sglang_router_port}"
     key = (source, tuple(overrides), url, args.hf_checkpoint, args.rollout_temperature,
            args.rollout_top_p, args.rollout_top_k, args.rollout_max_response_len)
-    with _runners_lock:
-        if key not in _runners:
-            config = harness_config(
-                source=source, overrides=overrides, trainer="slime",
-                temperature=float(args.rollout_temperature), top_p=float(args.rollout_top_p),
-                top_k=int(args.rollout_top_k), max_tokens_cap=int(args.rollout_max_response_len),
-            )
-            _runners[key] = EpisodeRunner(
-                config, sampler=SGLangSampler(url), tokenizer=load_tokenizer(args.hf_checkpoint),
-                model_id=str(args.hf_checkpoint), run_id=f"slime-{os.getpid()}",
-                rollouts_dir=config.trainer.trainer.rollouts_dir,
-            )
-        return _runners[key]
+
+    def build() -> EpisodeRunner:
+        config = harness_config(
+            source=source, overrides=overrides, trainer="slime",
+            temperature=float(args.rollout_temperature), top_p=float(args.rollout_top_p),
+            top_k=int(args.rollout_top_k), max_tokens_cap=int(args.rollout_max_response_len),
+        )
+        return EpisodeRunner(
+            config, sampler=SGLangSampler(url), tokenizer=load_tokenizer(args.hf_checkpoint),
+            model_id=str(args.hf_checkpoint), run_id=f"slime-{os.getpid()}",
+            rollouts_dir=config.trainer.trainer.rollouts_dir,
+        )
+
+    return shared_runner(key, build)
 
 
 def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
@@ -326,10 +324,3 @@ def _eval_rollout(runner: EpisodeRunner, rollout_id: int) -> Any:
     return RolloutFnEvalOutput(data=data)
 
 
-def close_runners() -> None:
-    """Close this process's harnesses (tests; slime's rollout actor simply exits)."""
-    with _runners_lock:
-        runners = list(_runners.values())
-        _runners.clear()
-    for runner in runners:
-        runner.close()

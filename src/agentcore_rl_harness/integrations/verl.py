@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from ..records import FinishReason, Rollout, SampleResult, SamplingParams, Trace
 from ..training import training_reward
 from ._episodes import (
     CONFIG_ENV, OVERRIDES_ENV, EpisodeRunner, case_for, harness_config, is_failed,
-    overrides_from_env, trained_tokens,
+    close_runners, overrides_from_env, shared_runner, trained_tokens,
 )
 from ._tasks import load_task
 
@@ -243,8 +242,6 @@ def agent_loop_output(
 
 # -- the agent loop -------------------------------------------------------------------------------
 
-_runners: dict[tuple[Any, ...], EpisodeRunner] = {}
-_runners_lock = threading.Lock()
 """One EpisodeRunner per (config, sampling, server manager) per worker process: verl builds a new
 agent-loop object for every sample, while the gateway and runtime must outlive them."""
 
@@ -277,21 +274,21 @@ class AgentCoreRLAgentLoop:
             float(sampling_params.get("repetition_penalty", 1.0)),
         )
         key = (self.config_source, tuple(self.overrides), sampling, id(self.server_manager))
-        with _runners_lock:
-            if key not in _runners:
-                temperature, top_p, top_k, repetition_penalty = sampling
-                config = harness_config(
-                    source=self.config_source, overrides=self.overrides, trainer="verl",
-                    temperature=temperature, top_p=top_p, top_k=top_k,
-                    max_tokens_cap=self.response_length,
-                )
-                sampler = VerlServerSampler(self.server_manager, loop=asyncio.get_running_loop(),
-                                            repetition_penalty=repetition_penalty)
-                _runners[key] = EpisodeRunner(
-                    config, sampler=sampler, tokenizer=self.tokenizer, model_id=self.model_id,
-                    run_id=f"verl-{os.getpid()}", rollouts_dir=config.trainer.trainer.rollouts_dir,
-                )
-            return _runners[key]
+
+        def build() -> EpisodeRunner:
+            temperature, top_p, top_k, repetition_penalty = sampling
+            config = harness_config(
+                source=self.config_source, overrides=self.overrides, trainer="verl",
+                temperature=temperature, top_p=top_p, top_k=top_k, max_tokens_cap=self.response_length,
+            )
+            sampler = VerlServerSampler(self.server_manager, loop=asyncio.get_running_loop(),
+                                        repetition_penalty=repetition_penalty)
+            return EpisodeRunner(
+                config, sampler=sampler, tokenizer=self.tokenizer, model_id=self.model_id,
+                run_id=f"verl-{os.getpid()}", rollouts_dir=config.trainer.trainer.rollouts_dir,
+            )
+
+        return shared_runner(key, build)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
         extra_info = kwargs.get("extra_info") or {}
@@ -334,16 +331,7 @@ def _unusable(rollout: Rollout) -> str | None:
     return None
 
 
-def close_runners() -> None:
-    """Close this process's harnesses (tests; verl workers simply exit)."""
-    with _runners_lock:
-        runners = list(_runners.values())
-        _runners.clear()
-    for runner in runners:
-        runner.close()
-
-
 __all__ = [
-    "AGENT_NAME", "AgentCoreRLAgentLoop", "EXTERNAL_COMMAND", "VerlServerSampler",
+    "AGENT_NAME", "AgentCoreRLAgentLoop", "EXTERNAL_COMMAND", "VerlServerSampler", "close_runners",
     "VerlTrainerConfig", "agent_loop_output", "choose_trace",
 ]
