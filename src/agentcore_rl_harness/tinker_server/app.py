@@ -11,6 +11,7 @@ import asyncio
 import hmac
 import json
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -53,10 +54,15 @@ class SessionState:
     metadata: dict[str, Any] = field(default_factory=dict)
     finished: bool = False
     model_seq_ids: set[int] = field(default_factory=set)
+    last_seen: float = field(default_factory=time.monotonic)
+    """When the client last called with this session (the SDK heartbeats every 10 s)."""
 
 
 def create_app(*, engine: Engine, futures: FutureTable, api_key: str | None, max_body_bytes: int,
-               poll_wait_s: float) -> Starlette:
+               poll_wait_s: float, session_timeout_s: float | None = 120.0) -> Starlette:
+    """`session_timeout_s`: a session silent this long (no heartbeat, no call: its client died
+    without finishing it) is finished and its models freed when the next session or model is
+    created; None keeps sessions until they are finished."""
     sessions: dict[str, SessionState] = {}
 
     def session(session_id: str | None) -> SessionState:
@@ -65,7 +71,18 @@ def create_app(*, engine: Engine, futures: FutureTable, api_key: str | None, max
             raise NotFound(f"unknown session_id {session_id!r}; a ServiceClient creates one on first use")
         if found.finished:
             raise Gone(f"session {session_id} is finished")
+        found.last_seen = time.monotonic()
         return found
+
+    async def reap_stale_sessions() -> None:
+        if session_timeout_s is None:
+            return
+        now = time.monotonic()
+        for state in [s for s in sessions.values() if not s.finished and now - s.last_seen > session_timeout_s]:
+            state.finished = True
+            await in_thread(engine.release_session, state.session_id)
+            log.warning("session %s sent nothing for %.0f s (> %.0f s): finished, its models released",
+                        state.session_id, now - state.last_seen, session_timeout_s)
 
     async def body_bytes(request: Request) -> bytes:
         declared = request.headers.get("content-length")
@@ -137,6 +154,7 @@ def create_app(*, engine: Engine, futures: FutureTable, api_key: str | None, max
 
     async def create_session(request: Request) -> Response:
         body = await json_body(request)
+        await reap_stale_sessions()
         session_id = f"sess-{uuid.uuid4().hex[:16]}"
         sessions[session_id] = SessionState(session_id, {"tags": body.get("tags"),
                                                          "user_metadata": body.get("user_metadata")})
@@ -164,6 +182,7 @@ def create_app(*, engine: Engine, futures: FutureTable, api_key: str | None, max
     async def create_model(request: Request) -> Response:
         body = await json_body(request)
         state = session(body.get("session_id"))
+        await reap_stale_sessions()
         engine.check_base_model(body.get("base_model"))
         optimizer = (body.get("optimizer_config") or {}).get("type", "adamw")
         if optimizer != "adamw":

@@ -22,6 +22,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint-dir", default=None,
                         help="where save_state / save_weights_for_sampler write (default: the harness cache)")
     parser.add_argument("--max-models", type=int, default=4, help="training models held at once")
+    parser.add_argument("--session-timeout", type=float, default=120.0,
+                        help="free the models of a session silent this many seconds (its client died; "
+                             "the SDK heartbeats every 10 s); 0 = never")
     return parser
 
 
@@ -31,7 +34,8 @@ def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     try:
         run_cli(model=args.model, host=args.host, port=args.port, api_key=args.api_key,
-                checkpoint_dir=args.checkpoint_dir, max_models=args.max_models)
+                checkpoint_dir=args.checkpoint_dir, max_models=args.max_models,
+                session_timeout_s=args.session_timeout or None)
     except HarnessError as exc:
         print(f"agentcore-rl tinker-server: error: {exc}", file=sys.stderr)
         return 2

@@ -25,12 +25,14 @@ class TinkerServer:
     `api_key`: when set, requests must carry it in `X-API-Key` (else 401). `checkpoint_dir`:
     where save_state / save_weights_for_sampler write (default: the harness cache).
     `poll_wait_s`: how long retrieve_future waits for a result before answering try_again.
+    `session_timeout_s`: a session silent this long is finished and its models freed when the
+    next session or model is created (None: never).
     """
 
     def __init__(self, model: str, *, host: str = "127.0.0.1", port: int = 0, api_key: str | None = None,
                  checkpoint_dir: str | os.PathLike[str] | None = None, max_models: int = 4,
                  max_body_bytes: int = 64 * 1024 * 1024, poll_wait_s: float = 2.0,
-                 start_timeout_s: float = 10.0) -> None:
+                 start_timeout_s: float = 10.0, session_timeout_s: float | None = 120.0) -> None:
         self.model = model
         self.host = host
         self.requested_port = port
@@ -40,6 +42,7 @@ class TinkerServer:
         self.max_body_bytes = max_body_bytes
         self.poll_wait_s = poll_wait_s
         self.start_timeout_s = start_timeout_s
+        self.session_timeout_s = session_timeout_s
         self.engine = None
         self.futures = None
         self._server = None
@@ -75,7 +78,8 @@ class TinkerServer:
         self.futures = FutureTable()
         sock = self._bind()
         app = create_app(engine=self.engine, futures=self.futures, api_key=self.api_key,
-                         max_body_bytes=self.max_body_bytes, poll_wait_s=self.poll_wait_s)
+                         max_body_bytes=self.max_body_bytes, poll_wait_s=self.poll_wait_s,
+                         session_timeout_s=self.session_timeout_s)
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                 timeout_graceful_shutdown=5)
         self._server = server = uvicorn.Server(config)
@@ -124,14 +128,14 @@ class TinkerServer:
 
 
 def run_cli(*, model: str, host: str, port: int, api_key: str | None, checkpoint_dir: str | None,
-            max_models: int) -> None:
+            max_models: int, session_timeout_s: float | None = 120.0) -> None:
     """`agentcore-rl tinker-server`: serve until interrupted; prints the base URL on stdout."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s tinker-server %(levelname)s %(message)s")
     if api_key is not None and not api_key.startswith("tml-"):
         raise HarnessError(f"--api-key must start with 'tml-' (the tinker SDK refuses other keys), got {api_key[:4]!r}...")
     server = TinkerServer(model, host=host, port=port, api_key=api_key, checkpoint_dir=checkpoint_dir,
-                          max_models=max_models)
+                          max_models=max_models, session_timeout_s=session_timeout_s)
     server.start()
     print(server.base_url, flush=True)
     try:
