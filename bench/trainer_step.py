@@ -10,8 +10,13 @@ Second scenario, `--scenario grpo`: a realistic GRPO batch, 4 groups x 8 samples
 ~60-token completions of which ~27 are trained (tool call, untrained tool output, answer); LoRA,
 `trainer.share_prefix` off vs on, each in its own process.
 
+Third scenario, `--scenario memory`: the GRPO batch with prefix sharing on, one process per
+`trainer.micro_batch_tokens` value (4096, the old default, and 1024, the current one): peak RSS and
+step time of each, and the ratios against 4096 measured in the same run.
+
 Run: HF_HUB_OFFLINE=1 python bench/trainer_step.py [--repeats 3] [--modes lora full]
      HF_HUB_OFFLINE=1 python bench/trainer_step.py --scenario grpo [--repeats 2]
+     HF_HUB_OFFLINE=1 python bench/trainer_step.py --scenario memory [--repeats 0]
 """
 
 from __future__ import annotations
@@ -147,13 +152,16 @@ def _grpo_drafts():
     return drafts
 
 
-def run_grpo(share: bool, repeats: int) -> dict:
+def run_grpo(share: bool, repeats: int, micro_batch_tokens: int | None = None) -> dict:
     from agentcore_rl_harness.models import load_model, prepare_model
     from agentcore_rl_harness.records import Trace
     from agentcore_rl_harness.trainers import LocalTrainer, LocalTrainerConfig, TrainGroup, TrainSample
 
     model = load_model(prepare_model("smollm2-135m-instruct"))
-    trainer = LocalTrainer(model, config=LocalTrainerConfig(device="cpu", share_prefix=share))
+    config = LocalTrainerConfig(device="cpu", share_prefix=share)
+    if micro_batch_tokens is not None:
+        config = LocalTrainerConfig(device="cpu", share_prefix=share, micro_batch_tokens=micro_batch_tokens)
+    trainer = LocalTrainer(model, config=config)
     drafts = _grpo_drafts()
     started = time.perf_counter()
     recomputed = trainer.compute_logprobs(drafts)
@@ -175,6 +183,7 @@ def run_grpo(share: bool, repeats: int) -> dict:
         losses.append(metrics.loss)
     return {
         "share_prefix": share,
+        "micro_batch_tokens": trainer.config.micro_batch_tokens,
         "step_s": min(times[1:]) if repeats else times[0],
         "steps_s": times,
         "losses": losses,
@@ -208,14 +217,44 @@ def main_grpo(repeats: int) -> None:
     print(f"speed-up off / on = {off['step_s'] / on['step_s']:.2f}x")
 
 
+MEMORY_BUDGETS = (4096, 1024)
+
+
+def main_memory(repeats: int) -> None:
+    rows = {}
+    for budget in MEMORY_BUDGETS:
+        load = os.getloadavg()[0]
+        out = subprocess.run(
+            [sys.executable, __file__, "--scenario", "memory", "--one-budget", str(budget), "--repeats", str(repeats)],
+            capture_output=True, text=True, check=True,
+        )
+        rows[budget] = {**json.loads(out.stdout.strip().splitlines()[-1]), "load_before": load}
+        print(f"micro_batch_tokens={budget}: {rows[budget]}", file=sys.stderr, flush=True)
+    base = rows[MEMORY_BUDGETS[0]]
+    print(f"SmolLM2-135M fp32 LoRA, share_prefix on, GRPO {GRPO_GROUPS} groups x {GRPO_SAMPLES}: "
+          f"{base['tokens']} tokens, {base['trained_tokens']} trained; best of {max(repeats, 1)}")
+    print(f"{'micro_batch_tokens':>18} {'step s':>8} {'peak RSS GB':>12} {'RSS ratio':>10} {'time ratio':>11} {'load':>6}")
+    for budget, row in rows.items():
+        print(f"{budget:18} {row['step_s']:8.2f} {row['peak_rss_gb']:12.2f} "
+              f"{row['peak_rss_gb'] / base['peak_rss_gb']:10.2f} {row['step_s'] / base['step_s']:11.2f} "
+              f"{row['load_before']:6.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3, help="best of N (the CPU may be shared)")
     parser.add_argument("--modes", nargs="+", default=["lora", "full"], choices=["lora", "full"])
-    parser.add_argument("--scenario", choices=["bare", "grpo"], default="bare")
+    parser.add_argument("--scenario", choices=["bare", "grpo", "memory"], default="bare")
+    parser.add_argument("--one-budget", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--one", nargs=2, metavar=("MODE", "RUNNER"), help=argparse.SUPPRESS)
     parser.add_argument("--one-share", type=int, choices=[0, 1], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.scenario == "memory":
+        if args.one_budget is not None:
+            print(json.dumps(run_grpo(True, args.repeats, micro_batch_tokens=args.one_budget)))
+        else:
+            main_memory(args.repeats)
+        return
     if args.scenario == "grpo":
         if args.one_share is not None:
             print(json.dumps(run_grpo(bool(args.one_share), args.repeats)))
