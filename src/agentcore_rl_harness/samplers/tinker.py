@@ -71,8 +71,8 @@ class TinkerSampler:
                      on_token: TokenCallback | None = None) -> SampleResult:
         client, version = self.sampling_client, self.policy_version
         request = self.request(prompt_token_ids, params)
-        # tinker 0.38's sample() returns an awaitable future and deprecates sample_async; 0.25's
-        # (SkyRL's SDK) returns a plain concurrent future, so it keeps sample_async.
+        # tinker 0.38's sample() returns an awaitable future and deprecates sample_async; 0.24's and
+        # 0.25's (SkyRL's SDKs) return a plain concurrent future, so they keep sample_async.
         sample = getattr(client, "sample", None) if self._awaitable_sample else None
         try:
             response = await (sample(**request) if sample is not None else client.sample_async(**request))

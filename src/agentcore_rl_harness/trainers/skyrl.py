@@ -4,7 +4,8 @@ SkyRL's server (`python -m skyrl.tinker.api`, NovaSky-AI/SkyRL) speaks the Tinke
 one SDK generation, so the installed `tinker` SDK must match the server's SkyRL release; a
 mismatch fails deep inside the first forward_backward (tinker >= 0.25 sends it as protobuf, which
 skyrl 0.3.0 cannot decode; tinker 0.38 sends `optim_params`, which skyrl 0.4 does not accept).
-The harness checks the pair at startup against `KNOWN_PAIRS`.
+The harness checks the pair at startup against `KNOWN_PAIRS`. The skyrl 0.3.0 / tinker 0.24.1
+pair runs end to end on CPU (JAX backend, the `tiny` model) in tests/trainers/test_skyrl_server.py.
 
 The server does not report its SkyRL release: `GET /` answers
 `{"name": "Tinker API Mock", "version": "0.0.1", "endpoints": {...}}` with that version fixed in

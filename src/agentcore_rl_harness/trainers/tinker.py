@@ -6,8 +6,8 @@ policy loss -> `optim_step` -> `save_weights_and_get_sampling_client`, whose cli
 `TinkerSampler` samples from under the next policy version.
 
 Every SDK call runs in a worker thread through the SDK's synchronous surface (`.result()` on the
-returned future), which tinker 0.25 (SkyRL) and 0.38 share; the harness's event loop never
-blocks on the service. The SDK is imported when a trainer is built.
+returned future), which tinker 0.24/0.25 (SkyRL's SDKs) and 0.38 share; the harness's event loop
+never blocks on the service. The SDK is imported when a trainer is built.
 
 What the algorithm config maps to (anything else is rejected, see `check_algo`):
 - `algo.normalize_std` / `std_eps`: used by `build_batch` here, as in the local trainer.
@@ -219,6 +219,15 @@ def _metric(metrics: dict[str, float] | None, *names: str) -> float | None:
     return None
 
 
+def summed_token_loss(outputs: Sequence[Any]) -> float | None:
+    """The sum of the per-token `elementwise_loss` outputs, for a service that reports no loss
+    metric (SkyRL's forward_backward returns empty metrics); the advantages were scaled so that
+    this sum is the aggregated loss. None when any datum lacks them."""
+    if not outputs or not all("elementwise_loss" in entry for entry in outputs):
+        return None
+    return sum(sum(_tensor_values(entry["elementwise_loss"])) for entry in outputs)
+
+
 class TinkerTrainer:
     """GRPO steps on a Tinker-compatible service; `.sampler` serves its current weights."""
 
@@ -308,12 +317,13 @@ class TinkerTrainer:
             policy_logprobs = [_tensor_values(entry["logprobs"]) for entry in outputs]
         stats = logprob_stats(data, policy_logprobs, loss_fn=config.loss_fn, clip_low=algo.clip_low,
                               clip_high=algo.clip_high, tis_cap=algo.tis_cap)
+        loss = _metric(getattr(output, "metrics", None), "loss:sum", "loss:mean", "loss")
         return dict(
-            loss=_metric(getattr(output, "metrics", None), "loss:sum", "loss:mean", "loss"),
+            loss=loss if loss is not None else summed_token_loss(outputs),
             sampler_kl=stats.sampler_kl,
             clip_fraction=stats.clip_fraction,
             grad_norm=_metric(getattr(optim_output, "metrics", None), "grad_norm", "grad_norm:mean",
-                              "optim/grad_norm"),
+                              "optim/grad_norm", "skyrl.ai/grad_norm"),
         )
 
     def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
