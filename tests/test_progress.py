@@ -215,4 +215,9 @@ def test_eval_on_a_tty_redraws_one_status_line_in_place(tmp_path, tiny_model_dir
     assert len(set(redraws)) > 1  # ... with new counts
     assert not re.search(r"\nagentcore-rl eval: \d/6", output)  # never as lines of their own
     # cleared before pytest's summary: the summary line starts its own row, untouched
-    assert re.search(r"\n=+ .*2 failed, 4 passed.* =+", re.sub(r"\x1b\[[0-9;]*m", "", output))
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
+    assert re.search(r"\n=+ .*2 failed, 4 passed.* =+", plain)
+    # drawn on the row below pytest's: the file's result row is never broken and re-prefixed
+    assert plain.count("test_toy.py ") == 1, output[-3000:]
+    # drawn with pytest's capturing suspended: never in a failed test's captured output
+    assert "Captured stdout" not in plain, output[-3000:]

@@ -13,6 +13,7 @@ Only pytest's main thread draws: the session calls `tick` while it waits for rol
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -23,6 +24,7 @@ MAX_REDRAWS_PER_S = 4.0
 POLL_S = 1.0 / MAX_REDRAWS_PER_S  # how long the session waits on rollouts between ticks
 ERASE_LINE = "\r\x1b[2K"
 CURSOR_UP = "\x1b[1A"
+CURSOR_DOWN = "\x1b[1B"
 
 
 @dataclass(frozen=True)
@@ -224,13 +226,14 @@ class Progress:
 
 
 class PytestTerminal:
-    """Draws through pytest's terminal reporter, keeping its idea of the current line intact.
+    """Draws through pytest's terminal reporter, leaving its current line exactly as it was.
 
-    The status gets a row of its own (pytest's partial `file.py ..F` line is ended first). Clearing
-    erases that row; when pytest writes next it starts with a newline, so the cursor goes up a row
-    first, and before a result letter the file prefix is written again, as pytest does after any
-    line of its own. Public reporter methods where pytest has them; the erase and cursor-up codes
-    go through its writer (`_tw`), so pytest's own line bookkeeping sees every byte.
+    The status lives on the row BELOW pytest's current (partial `file.py ..F`) line: each draw goes
+    down a row, erases it, writes the status, and comes back up to the column where pytest's line
+    ends. Clearing erases that row the same way. These bytes go straight to the terminal (not
+    through pytest's writer), so pytest's own line bookkeeping is untouched and its next letter,
+    `[ 42%]` or newline lands where it would have without the display. The first draw writes one
+    newline so the row below exists (the screen scrolls once if pytest is on the last row).
     """
 
     def __init__(self, reporter: Any) -> None:
@@ -241,29 +244,33 @@ class PytestTerminal:
     def write_line(self, text: str) -> None:
         self._reporter.write_line(text)
 
+    def _raw(self, text: str) -> None:
+        # The status is drawn while a test waits for its rollout, i.e. while pytest captures the
+        # test's output: suspend capturing around the write, as pytest's live logging does, or the
+        # status would land in the test's "Captured stdout" instead of on the terminal.
+        capture = self._reporter.config.pluginmanager.getplugin("capturemanager")
+        suspended = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
+        with suspended:
+            writer = self._reporter._tw
+            writer.flush()
+            stream = writer._file
+            stream.write(text)
+            stream.flush()
+
+    def _back(self) -> str:
+        """From the status row back up to the end of pytest's current line."""
+        column = self._reporter._tw.width_of_current_line
+        return CURSOR_UP + "\r" + (f"\x1b[{column}C" if column else "")
+
     def draw_status(self, text: str) -> None:
-        writer = self._reporter._tw
-        if not self._status_row:
-            self._reporter.ensure_newline()
-            if writer.width_of_current_line:
-                writer.line()
-            self._status_row = True
-        width = max(20, writer.fullwidth - 1)
-        writer.write(ERASE_LINE + text[:width], flush=True)
+        width = max(20, self._reporter._tw.fullwidth - 1)
+        down = "\n" if not self._status_row else CURSOR_DOWN + "\r"
+        self._raw(down + ERASE_LINE + text[:width] + self._back())
+        self._status_row = True
 
     def clear_status(self, *, pytest_next: bool = False, nodeid: str | None = None) -> None:
+        """Erase the status row (pytest's line and its bookkeeping are as they were)."""
         if not self._status_row:
             return
         self._status_row = False
-        writer, reporter = self._reporter._tw, self._reporter
-        if not pytest_next:  # the harness's own line follows, on this row
-            writer.write(ERASE_LINE, flush=True)
-            return
-        verbose = reporter.config.get_verbosity() > 0
-        if nodeid is None or verbose:  # pytest's next write starts with a newline
-            writer.write(ERASE_LINE + CURSOR_UP, flush=True)
-        elif reporter.showfspath:  # a result letter follows: give it its file prefix back
-            writer.write(ERASE_LINE + CURSOR_UP, flush=True)
-            reporter.write_fspath_result(nodeid, "")
-        else:  # -q: letters only, they continue on this row
-            writer.write(ERASE_LINE, flush=True)
+        self._raw(CURSOR_DOWN + "\r" + ERASE_LINE + self._back())
