@@ -113,11 +113,13 @@ def test_echo(rollout, row):
 
 
 def test_the_bundled_project_configs_compose():
-    composed = compose_config(["eval=quick", "gates=ci", "report=minimal"], source=BUNDLED_CONFIGS)
-    typed = composed.typed
-    assert typed.eval.samples == 2  # the project's own `eval.samples` wins over the group's
-    assert typed.eval.max_rows == 10 and typed.gates.min_success_rate == 0.5
-    assert compose_config(source=BUNDLED_CONFIGS).typed.report.formats[0] == "json"
+    bundled = compose_config(source=BUNDLED_CONFIGS).typed
+    assert (bundled.eval.samples, bundled.eval.max_rows) == (2, None)  # its own eval option, `bundled`
+    assert bundled.report.formats[0] == "json"
+    typed = compose_config(["eval=quick", "gates=ci", "report=minimal"], source=BUNDLED_CONFIGS).typed
+    # a group option replaces the project's option whole: quick means 10 rows x 1 sample there too
+    assert (typed.eval.samples, typed.eval.max_rows, typed.eval.timeout_s) == (1, 10, 120.0)
+    assert typed.gates.min_success_rate == 0.5
 
 
 def _report_and_rollouts():
