@@ -270,3 +270,31 @@ def aws_environment(bucket: str) -> Iterator[str]:
         with moto_s3(bucket) as s3_url:
             patch.setenv("AWS_ENDPOINT_URL_S3", s3_url)
             yield s3_url
+
+
+@contextlib.contextmanager
+def serve_data_plane(agents: dict[str, str]) -> Iterator[DataPlaneStub]:
+    """A `DataPlaneStub` routing ARNs to agent URLs, served on loopback; `.url` is its endpoint."""
+    plane = DataPlaneStub(agents=dict(agents))
+    server = serve(plane.app)
+    plane.url = server.url
+    try:
+        yield plane
+    finally:
+        server.stop()
+
+
+def agent_ref(name: str) -> Any:
+    """An `AgentRef` for one of the test agents in tests/runtimes/agents/."""
+    from agentcore_rl_harness.runtimes.base import AgentRef
+
+    return AgentRef(task="t", agent=str(AGENTS / name))
+
+
+def alive(pid: int) -> bool:
+    """True if `pid` runs (a zombie left for a non-reaping init counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -14,10 +14,10 @@ from acr_stub import (
     INTERNAL,
     THROTTLED,
     UNAVAILABLE,
-    DataPlaneStub,
     Fault,
     load_agent_app,
     serve,
+    serve_data_plane,
 )
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
@@ -53,11 +53,8 @@ def agents(aws):
 
 @pytest.fixture
 def stub(agents):
-    plane = DataPlaneStub(agents=dict(agents[1]))
-    server = serve(plane.app)
-    plane.url = server.url
-    yield plane
-    server.stop()
+    with serve_data_plane(agents[1]) as plane:
+        yield plane
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from acr_stub import (
     fake_model_app,
     load_agent_app,
     serve,
+    serve_data_plane,
 )
 from agentcore_rl_harness.errors import ConfigError, MissingDependencyError
 from agentcore_rl_harness.records import Status
@@ -62,11 +63,8 @@ def scripted(aws):
 
 @pytest.fixture
 def stub(scripted):
-    plane = DataPlaneStub(agents={ARN: scripted[1]})
-    server = serve(plane.app)
-    plane.url = server.url
-    yield plane
-    server.stop()
+    with serve_data_plane({ARN: scripted[1]}) as plane:
+        yield plane
 
 
 def runtime(stub, **options) -> AgentCoreRuntime:

@@ -18,26 +18,16 @@ import pytest
 import pytest_asyncio
 
 from agentcore_rl_harness.errors import RuntimeStartError
+from acr_stub import AGENTS, alive
+from acr_stub import agent_ref as agent
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes.base import AgentRef, AgentRuntime
 from agentcore_rl_harness.runtimes.local import LocalRuntime
 
-AGENTS = Path(__file__).parent / "agents"
 
 pytestmark = pytest.mark.asyncio
 
 
-def agent(name: str) -> AgentRef:
-    return AgentRef(task="t", agent=str(AGENTS / name))
-
-
-def alive(pid: int) -> bool:
-    """True if `pid` runs (a zombie left for a non-reaping init counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 async def wait_for_file(path: Path, timeout_s: float = 10.0) -> dict:

@@ -12,7 +12,7 @@ import secrets
 import pytest
 import pytest_asyncio
 
-from acr_stub import AGENTS, DataPlaneStub, aws_environment, load_agent_app, serve
+from acr_stub import AGENTS, aws_environment, load_agent_app, serve, serve_data_plane
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
 from agentcore_rl_harness.runtimes.base import AgentRef
@@ -44,10 +44,8 @@ def aws():
 def data_plane(aws):
     _, app = load_agent_app("scripted_agent.py")
     agent = serve(app)
-    plane = DataPlaneStub(agents={ARN: agent.url})
-    endpoint = serve(plane.app)
-    yield endpoint.url
-    endpoint.stop()
+    with serve_data_plane({ARN: agent.url}) as plane:
+        yield plane.url
     agent.stop()
 
 

@@ -13,25 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from acr_stub import alive
+from acr_stub import agent_ref as agent
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes.base import AgentRef
 from agentcore_rl_harness.runtimes.local import LocalRuntime
 
-AGENTS = Path(__file__).parent / "agents"
 
 pytestmark = pytest.mark.asyncio
 
 
-def agent(name: str) -> AgentRef:
-    return AgentRef(task="t", agent=str(AGENTS / name))
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 async def wait_dead(pid: int, timeout_s: float = 5.0) -> bool:

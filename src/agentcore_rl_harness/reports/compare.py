@@ -156,7 +156,7 @@ def _regressions(report: Report, baseline: Report, limits: dict[str, str]) -> li
 
 def render_comparison(comparison: Comparison) -> str:
     """compare.md: one table, B against A."""
-    from .render import _md_cell, _num, _pct, _pp
+    from .render import _md_cell, _pct, _pp, delta_table
 
     overall = comparison.overall
     significant = overall.pairs and min(overall.p_value, overall.reward_p_value or 1.0) < SIGNIFICANCE
@@ -172,21 +172,10 @@ def render_comparison(comparison: Comparison) -> str:
         f"A = `{_md_cell(comparison.a)}`, B = `{_md_cell(comparison.b)}`; unpaired: "
         f"{comparison.unpaired_a} in A, {comparison.unpaired_b} in B.",
         "",
-        "| task | A | B | delta | pairs | improved / regressed | p (McNemar) | reward delta "
-        "[95% CI] | p (bootstrap) |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
     rows = [*comparison.tasks.items(), *((f"tag:{t}", d) for t, d in comparison.tags.items()),
             ("**overall**", overall)]
-    for name, delta in rows:
-        reward = "n/a" if delta.reward_delta is None else (
-            f"{delta.reward_delta:+.3f} [{_num(delta.reward_ci_low)}, {_num(delta.reward_ci_high)}]")
-        reward_p = "n/a" if delta.reward_p_value is None else f"{delta.reward_p_value:.3g}"
-        lines.append(
-            f"| {_md_cell(name)} | {_pct(delta.pre)} | {_pct(delta.post)} | {_pp(delta.delta)} | "
-            f"{delta.pairs} | {delta.improved} / {delta.regressed} | {delta.p_value:.3g} | "
-            f"{reward} | {reward_p} |"
-        )
+    lines += delta_table(rows, before="A", after="B")
     return "\n".join(lines) + "\n"
 
 

@@ -110,17 +110,20 @@ def verdict_line(report: Report) -> str:
 def _delta_section(report: Report) -> list[str]:
     if report.delta is None:
         return []
-    lines = [
-        "",
-        "## Before and after training (paired by task, row and sample)",
-        "",
-        "| task | pre | post | delta | pairs | improved / regressed | p (McNemar) "
-        "| reward delta [95% CI] | p (bootstrap) |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
     rows = [*report.delta.tasks.items(),
             *((f"tag:{tag}", delta) for tag, delta in report.delta.tags.items()),
             ("**overall**", report.delta.overall)]
+    return ["", "## Before and after training (paired by task, row and sample)", "",
+            *delta_table(rows, before="pre", after="post")]
+
+
+def delta_table(rows: Sequence[tuple[str, Delta]], *, before: str, after: str) -> list[str]:
+    """The markdown table of paired deltas (run mode's pre/post, or `report compare`'s A/B)."""
+    lines = [
+        f"| task | {before} | {after} | delta | pairs | improved / regressed | p (McNemar) "
+        "| reward delta [95% CI] | p (bootstrap) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, delta in rows:
         reward = "n/a" if delta.reward_delta is None else (
             f"{delta.reward_delta:+.3f} [{_num(delta.reward_ci_low)}, {_num(delta.reward_ci_high)}]")
