@@ -209,7 +209,7 @@ class Harness:
                 section=cfg.trainer, model_dir=model_dir, tokenizer=tokenizer, config=cfg
             )
             self._sampler = self._trainer.sampler
-            return tokenizer, f"{spec.config_class.rpartition('.')[2]} service; tokenizer {model_dir}"
+            return tokenizer, f"trainer={cfg.trainer.trainer.kind} service; tokenizer {model_dir}"
         from .samplers.hf_local import HFLocalSampler
 
         self._model = load_model(model_dir, dtype=cfg.model.dtype)

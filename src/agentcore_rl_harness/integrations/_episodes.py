@@ -22,12 +22,12 @@ from typing import Any
 
 from ..config import HarnessConfig, SamplingConfig, compose_config
 from ..gateway.sampling import SamplingBackend
-from ..records import Rollout, Status, Trace
+from ..records import Rollout, Trace
 from ..runner import Case, Episode, Harness
 from ..scoring import RolloutHandle, make_rollout, score_offline
 from ..tasks import TaskSpec
+from ..training import EXCLUDED
 
-FAILED_STATUSES = (Status.TIMEOUT, Status.AGENT_ERROR, Status.INFRA_ERROR)
 CONFIG_ENV = "AGENTCORE_RL_CONFIG"
 OVERRIDES_ENV = "AGENTCORE_RL_SET"
 
@@ -165,7 +165,7 @@ def case_for(spec: TaskSpec, row: dict[str, Any], *, sample_index: int, phase: s
 
 def is_failed(rollout: Rollout) -> bool:
     """A rollout that cannot be scored (the agent or the infrastructure failed, or no reward)."""
-    return rollout.status in FAILED_STATUSES
+    return rollout.status in EXCLUDED
 
 
 def trained_tokens(trace: Trace) -> int:

@@ -119,10 +119,11 @@ class VerlServerSampler:
 
     async def sample(self, *, prompt_token_ids: Sequence[int], params: SamplingParams,
                      on_token: TokenCallback | None = None) -> SampleResult:
-        from ..samplers._http import checked_result, routing_headers
+        from ..gateway.sampling import current_routing_key
+        from ..samplers._http import checked_result
 
         # The gateway session id keeps a session on one server (verl routes by request_id).
-        request_id = next(iter(routing_headers().values()), None) or uuid.uuid4().hex
+        request_id = current_routing_key() or uuid.uuid4().hex
         call = self.server_manager.generate(
             request_id, prompt_ids=[int(t) for t in prompt_token_ids],
             sampling_params=self.request(params),

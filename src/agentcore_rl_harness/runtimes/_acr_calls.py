@@ -6,7 +6,6 @@ Imported only when the `agentcore` runtime is used, so botocore is imported at t
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 

@@ -16,35 +16,18 @@ import httpx
 import orjson
 
 from ..errors import SamplingError
-from ..gateway.sampling import TokenCallback, current_routing_key, routing_key
+from ..gateway.sampling import TokenCallback, current_routing_key
 from ..records import FinishReason, SampleResult
 
 ROUTING_HEADER = "X-Session-Id"
 
-__all__ = ["ROUTING_HEADER", "TokenStream", "checked_result", "finish_reason", "post_events", "post_json",
-           "routing_headers", "routing_key"]
+__all__ = ["ROUTING_HEADER", "TokenStream", "checked_result", "finish_reason", "post_events", "routing_headers"]
 
 
 def routing_headers(header: str = ROUTING_HEADER) -> dict[str, str]:
     """`{header: session id}` while the gateway samples a session's turn, else `{}`."""
     key = current_routing_key()
     return {header: key} if key else {}
-
-
-async def post_json(client: httpx.AsyncClient, url: str, body: Mapping[str, Any], *, engine: str,
-                    headers: Mapping[str, str] | None = None) -> Any:
-    """POST `body`, return the decoded JSON; every failure is a `SamplingError` naming the engine."""
-    try:
-        response = await client.post(url, json=dict(body), headers=dict(headers or {}))
-    except httpx.HTTPError as exc:
-        raise SamplingError(f"{engine} request to {url} failed: {type(exc).__name__}: {exc}; is the "
-                            "server running and reachable?") from exc
-    if response.status_code >= 400:
-        raise SamplingError(f"{engine} answered {response.status_code} at {url}: {response.text[:500]}")
-    try:
-        return response.json()
-    except ValueError as exc:
-        raise SamplingError(f"{engine} answered non-JSON at {url}: {response.text[:200]!r}") from exc
 
 
 async def post_events(client: httpx.AsyncClient, url: str, body: Mapping[str, Any], *, engine: str,

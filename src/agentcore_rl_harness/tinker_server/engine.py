@@ -146,7 +146,8 @@ class Engine:
         model_id = f"{session_id}:train:{model_seq_id}"
         with self.lock:
             if model_id in self.models:
-                raise BadRequest(f"model {model_id} already exists")
+                raise BadRequest(f"model {model_id} already exists; create it with a new model_seq_id "
+                                 "(a new ServiceClient does this)")
             if len(self.models) >= self.max_models:
                 raise BadRequest(
                     f"this server holds at most {self.max_models} training models and has "

@@ -90,7 +90,8 @@ class TinkerServer:
         while not server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 self.stop()
-                raise HarnessError(f"the Tinker server did not start within {self.start_timeout_s} s")
+                raise HarnessError(f"the Tinker server did not start within {self.start_timeout_s} s; "
+                                  "raise start_timeout_s on a loaded machine, or check its log for the error")
             time.sleep(0.005)
         log.info("Tinker API at %s (checkpoints in %s)", self.base_url, checkpoint_root)
         return self

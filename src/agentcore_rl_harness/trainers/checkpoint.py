@@ -58,6 +58,37 @@ def restore_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def write_dir_atomically(path: str | os.PathLike[str], fill: Callable[[Path], None]) -> Path:
+    """Build a directory with `fill(build_dir)` beside `path`, then rename it into place.
+
+    A crash leaves either the old directory or the new one, never a half-written `step-N` that a
+    resume would pick up; an existing directory at `path` is moved aside first, then removed.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+    try:
+        fill(build)
+        old = None
+        if target.exists():
+            old = target.parent / f".{target.name}.old-{os.getpid()}-{time.monotonic_ns()}"
+            os.replace(target, old)
+        os.replace(build, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        raise
+    return target
+
+
+def write_json_dir(path: str | os.PathLike[str], filename: str, record: dict[str, Any]) -> Path:
+    """A checkpoint directory holding one JSON record (service trainers: the remote state's id)."""
+    return write_dir_atomically(
+        path, lambda build: (build / filename).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    )
+
+
 def save(
     path: str | os.PathLike[str],
     *,
@@ -71,10 +102,7 @@ def save(
     """Write a checkpoint directory atomically (replacing one already at `path`)."""
     import torch
 
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    build = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
-    try:
+    def fill(build: Path) -> None:
         torch.save({name: tensor.detach().cpu() for name, tensor in weights.items()}, build / "weights.pt")
         torch.save(optimizer_state, build / "optimizer.pt")
         torch.save(rng_state(), build / "rng.pt")
@@ -87,17 +115,8 @@ def save(
             "finetune": finetune,
         }
         (build / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-        old = None
-        if target.exists():
-            old = target.parent / f".{target.name}.old-{os.getpid()}-{time.monotonic_ns()}"
-            os.replace(target, old)
-        os.replace(build, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(build, ignore_errors=True)
-        raise
-    return target
+
+    return write_dir_atomically(path, fill)
 
 
 def load(path: str | os.PathLike[str]) -> Checkpoint:

@@ -21,9 +21,6 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("in_process", "service", "external")
-
-
 @dataclass(frozen=True)
 class TrainerSpec:
     kind: str

@@ -29,9 +29,7 @@ import json
 import logging
 import math
 import os
-import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -42,6 +40,7 @@ from typing import Any
 from ..errors import ConfigError, HarnessError
 from ..samplers.sagemaker import SageMakerSampler, import_training_session, service_errors
 from .base import StepMetrics, TrainGroup
+from . import checkpoint
 from .checkpoint import STATE_FILE, CheckpointError
 from .datum import TokenDatum, token_data
 from .grpo import GRPOConfig, build_batch, staleness, step_metrics
@@ -170,7 +169,6 @@ class SageMakerTrainer:
         self.sampler = sampler or SageMakerSampler(training_client.create_sampling_client())
         self.policy_version = self.sampler.policy_version
         self.step_count = 0
-        self.last_service_metrics: dict[str, Any] = {}
         """The raw metrics of the last forward_backward and optim_step, for debugging."""
         self._busy = threading.Lock()
         self._close_lock = threading.RLock()
@@ -223,7 +221,6 @@ class SageMakerTrainer:
         self.policy_version += 1
         self.sampler.swap(sampling_client, policy_version=self.policy_version)
         metrics = {**dict(fb_output.metrics or {}), **{f"optim/{k}": v for k, v in (optim_output.metrics or {}).items()}}
-        self.last_service_metrics = metrics
         return dict(
             loss=_metric(metrics, "actor/pg_loss", "loss"),
             kl=None,
@@ -246,7 +243,8 @@ class SageMakerTrainer:
             self._stop_quietly(f"a step failed ({type(exc).__name__})")
             if isinstance(exc, self._errors):
                 raise HarnessError(f"SageMaker training session {self.session_name} failed: "
-                                   f"{type(exc).__name__}: {exc}; the session was stopped") from exc
+                                   f"{type(exc).__name__}: {exc}; the session was stopped (no more billing). Fix the cause "
+                                   "and rerun; --agentcore-rl-resume continues from the last checkpoint") from exc
             raise
 
     # -- checkpoints -------------------------------------------------------------------------
@@ -259,7 +257,8 @@ class SageMakerTrainer:
                 description=f"agentcore-rl step {self.step_count}").result(timeout=self.config.operation_timeout_s))
             if not response.model_package_arn:
                 raise HarnessError(f"SageMaker save_state in session {self.session_name} returned no model "
-                                   "package ARN; the checkpoint was not saved")
+                                   "package ARN; the checkpoint was not saved. Check the execution role can write to "
+                                   "trainer.model_package_group, then rerun")
             _write_state(Path(path), {
                 "format": CHECKPOINT_FORMAT,
                 "step": self.step_count,
@@ -337,7 +336,9 @@ class SageMakerTrainer:
 
     def _require_open(self, action: str) -> None:
         if self._closed:
-            raise HarnessError(f"cannot {action}: SageMaker training session {self.session_name} is stopped")
+            raise HarnessError(f"cannot {action}: SageMaker training session {self.session_name} is stopped; "
+                               "a stopped trainer cannot be reused: start a new run, or resume from "
+                               "trainer.resume_model_package")
 
 
 def _metric(metrics: dict[str, Any], *names: str) -> float | None:
@@ -367,17 +368,7 @@ def _sampler_kl(data: list[TokenDatum], outputs: list[dict[str, Any]] | None) ->
 
 
 def _write_state(target: Path, state: dict[str, Any]) -> None:
-    """Write the checkpoint directory beside its place and rename it in (no half checkpoints)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    build = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
-    try:
-        (build / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(build, target)
-    except BaseException:
-        shutil.rmtree(build, ignore_errors=True)
-        raise
+    checkpoint.write_json_dir(target, STATE_FILE, state)
 
 
 def _read_state(folder: Path) -> dict[str, Any]:
@@ -411,7 +402,9 @@ def open_session(config: SageMakerTrainerConfig) -> Any:
         return service.create_lora_training_client(**options)
     except (*service_errors(), ValueError, RuntimeError) as exc:
         raise HarnessError(f"could not start a SageMaker training session in {config.region}: "
-                           f"{type(exc).__name__}: {exc}") from exc
+                           f"{type(exc).__name__}: {exc}; check trainer.role_arn (assumable by SageMaker, "
+                           "with iam:PassRole), trainer.model_package_group, trainer.base_model and the "
+                           "Region's training-session quota") from exc
 
 
 def build_trainer(*, section: Any, model_dir: Any = None, tokenizer: Any = None, config: Any = None) -> SageMakerTrainer:

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..errors import ConfigError, HarnessError
 from .base import StepMetrics, TrainGroup
+from . import checkpoint
 from .checkpoint import CheckpointError
 from .datum import TokenDatum, token_data
 from .grpo import GRPOConfig, build_batch, staleness, step_metrics
@@ -271,7 +272,9 @@ class TinkerTrainer:
             where = self.config.base_url or os.environ.get("TINKER_BASE_URL") or "the default Tinker API"
             raise TinkerServiceError(
                 f"trainer={self.config.kind}: {what} on {where} (model {self.base_model!r}) failed: "
-                f"{type(exc).__name__}: {exc}"
+                f"{type(exc).__name__}: {exc}; check trainer.base_url (or TINKER_BASE_URL), the key in "
+                f"${self.config.api_key_env} and trainer.base_model, then rerun (--agentcore-rl-resume "
+                "continues from the last checkpoint)"
             ) from exc
 
     async def step(self, *, groups: Sequence[TrainGroup]) -> StepMetrics:
@@ -331,7 +334,6 @@ class TinkerTrainer:
         folder = Path(path)
         name = f"arl-step-{self.step_count:05d}-v{self.policy_version}"
         saved = self._call("save_state", lambda: self.training_client.save_state(name))
-        folder.mkdir(parents=True, exist_ok=True)
         record = {
             "format": CHECKPOINT_FORMAT,
             "trainer": self.config.kind,
@@ -341,9 +343,7 @@ class TinkerTrainer:
             "base_model": self.base_model,
             "lora_rank": self.config.lora_rank,
         }
-        partial = folder / f".{CHECKPOINT_FILE}.tmp"
-        partial.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        partial.replace(folder / CHECKPOINT_FILE)
+        checkpoint.write_json_dir(folder, CHECKPOINT_FILE, record)
 
     def load_checkpoint(self, path: str | os.PathLike[str]) -> int:
         """A new training client from the saved state (weights and optimizer); returns its step."""
@@ -385,12 +385,13 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         record = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise CheckpointError(f"cannot read the Tinker checkpoint record {file}: {exc}") from exc
+        raise CheckpointError(f"cannot read the Tinker checkpoint record {file}: {exc}; pass a "
+                              "checkpoint directory written by trainer=tinker/skyrl") from exc
     missing = sorted({"format", "tinker_path", "step", "policy_version", "base_model", "lora_rank"} - set(record))
     if missing or record["format"] != CHECKPOINT_FORMAT:
         raise CheckpointError(
             f"{file} is not a format-{CHECKPOINT_FORMAT} Tinker checkpoint record (missing {missing}, "
-            f"format {record.get('format')!r})"
+            f"format {record.get('format')!r}); resume with the trainer that wrote it"
         )
     return record
 
