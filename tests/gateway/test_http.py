@@ -92,10 +92,16 @@ def test_a_stream_is_sent_as_it_is_produced(serve):
     with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
         client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         received = b""
+
+        def more() -> bytes:
+            chunk = client.recv(65536)
+            assert chunk, f"the server closed the connection after {received!r}"
+            return chunk
+
         while b"first" not in received:
-            received += client.recv(65536)
+            received += more()
         release.set()
         while not received.endswith(b"0\r\n\r\n"):
-            received += client.recv(65536)
+            received += more()
     assert received.startswith(b"HTTP/1.1 200 OK")
     assert b"5\r\nfirst\r\n" in received and b"6\r\nsecond\r\n" in received

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import API_KEY
 
 tinker = pytest.importorskip("tinker")
 types = tinker.types
@@ -156,7 +155,7 @@ def test_unknown_ids_are_404s_the_sdk_reports(tinker_server, service_client):
 
     with pytest.raises(tinker.NotFoundError, match="no checkpoint at tinker://"):
         service_client.create_sampling_client(model_path="tinker://missing:train:0/sampler_weights/x").result()
-    headers = {"X-API-Key": API_KEY}
+    headers = {"X-API-Key": tinker_server.api_key}
     response = httpx.post(f"{tinker_server.base_url}/api/v1/get_info", json={"model_id": "nope"}, headers=headers)
     assert response.status_code == 404 and "unknown model_id 'nope'" in response.json()["error"]
     response = httpx.post(f"{tinker_server.base_url}/api/v1/retrieve_future", json={"request_id": "req-0"},
@@ -180,7 +179,7 @@ def test_oversized_body_is_413(tinker_server):
     import httpx
 
     response = httpx.post(f"{tinker_server.base_url}/api/v1/forward_backward", content=b"\0" * (2 * 1024 * 1024),
-                          headers={"X-API-Key": API_KEY, "Content-Type": "application/x-protobuf"})
+                          headers={"X-API-Key": tinker_server.api_key, "Content-Type": "application/x-protobuf"})
     assert response.status_code == 413 and "exceeds the limit" in response.json()["error"]
 
 
@@ -188,5 +187,5 @@ def test_malformed_protobuf_is_400(tinker_server):
     import httpx
 
     response = httpx.post(f"{tinker_server.base_url}/api/v1/forward_backward", content=b"\x0a\xff\xff\xff\xff\x0f",
-                          headers={"X-API-Key": API_KEY, "Content-Type": "application/x-protobuf"})
+                          headers={"X-API-Key": tinker_server.api_key, "Content-Type": "application/x-protobuf"})
     assert response.status_code == 400 and "not a ForwardBackwardRequest protobuf" in response.json()["error"]
