@@ -6,12 +6,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest
 
-# Imported once here so in-process pytester runs don't re-import numpy or torch (whose C
-# extensions cannot load twice): pytester drops modules first imported inside an inner run.
-import datasets  # noqa: F401,E402
-import torch  # noqa: F401,E402
-
 pytest_plugins = ["pytester"]
+
+
+def pytest_configure(config):
+    # Every pytester run in its own subprocess: an in-process run drops the modules it imported
+    # first (numpy, scipy), whose C extensions cannot load twice, so later tests failed or passed
+    # depending on which files ran before them.
+    config.option.runpytest = "subprocess"
 
 
 @pytest.fixture(scope="session")
@@ -23,7 +25,7 @@ def tiny_model_dir():
 
 
 # Tests of optional integrations skip where their package is missing (a developer's machine);
-# CI installs them (.ci/install), so there a missing one fails the run instead of skipping.
+# CI installs them (scripts/setup test), so there a missing one fails the run instead of skipping.
 CI_REQUIRED_MODULES = ("verl.experimental.agent_loop.agent_loop", "sagemaker.train.training_session", "tinker")
 
 
@@ -39,4 +41,4 @@ def pytest_sessionstart(session):
         except ImportError as exc:
             missing.append(f"{name} ({exc})")
     if missing:
-        raise pytest.UsageError(f"CI needs these installed by .ci/install: {', '.join(missing)}")
+        raise pytest.UsageError(f"CI needs these installed by scripts/setup test: {', '.join(missing)}")

@@ -1,7 +1,7 @@
 """`trainer=skyrl` against a real SkyRL Tinker API server (skyrl 0.3.0, JAX backend, CPU).
 
 SkyRL and its tinker SDK cannot share this python (skyrl 0.3.0 speaks tinker <= 0.24.1, the
-harness's own trainer=tinker needs 0.38), so both live in venvs made by `.ci/skyrl-venvs`:
+harness's own trainer=tinker needs 0.38), so both live in venvs made by `scripts/skyrl-venvs`:
 the server runs `skyrl_server.py` in `$AGENTCORE_RL_SKYRL_VENV`, and `skyrl_client_check.py`
 runs one GRPO step through the harness in `$AGENTCORE_RL_TINKER024_VENV` and prints its verdict.
 """
@@ -41,7 +41,7 @@ def test_summed_token_loss_is_the_loss_skyrl_reports_per_token():
     assert summed_token_loss([]) is None
 
 
-# Where .ci/skyrl-venvs puts the venvs by default (the env vars point elsewhere).
+# Where scripts/skyrl-venvs puts the venvs by default (the env vars point elsewhere).
 DEFAULT_VENVS = {
     "AGENTCORE_RL_SKYRL_VENV": Path.home() / ".cache" / "agentcore-rl" / "venvs" / "skyrl-0.3.0",
     "AGENTCORE_RL_TINKER024_VENV": Path.home() / ".cache" / "agentcore-rl" / "venvs" / "tinker-0.24.1",
@@ -61,7 +61,7 @@ def venvs():
     missing = [name for name, path in found.items() if path is None]
     if missing:
         reason = (f"needs the SkyRL server and tinker 0.24.1 venvs ({' and '.join(missing)} unset and "
-                  f"nothing at the default place); create them with `bash .ci/skyrl-venvs`")
+                  f"nothing at the default place); create them with `bash scripts/skyrl-venvs`")
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the real-SkyRL test: {reason}")
         pytest.skip(reason)
@@ -69,9 +69,16 @@ def venvs():
     for name, path in found.items():
         python = path / "bin" / "python"
         if not python.exists():
-            pytest.fail(f"{name}: {path} has no bin/python; run .ci/skyrl-venvs")
+            pytest.fail(f"{name}: {path} has no bin/python; run scripts/skyrl-venvs")
         pythons.append(python)
     return tuple(pythons)
+
+
+def _host_site() -> str:
+    """This interpreter's site-packages: the client venv appends it after its own (scripts/skyrl-venvs)."""
+    import sysconfig
+
+    return sysconfig.get_path("purelib")
 
 
 def _free_port() -> int:
@@ -139,7 +146,8 @@ def test_one_step_on_a_real_skyrl_server_moves_the_sampler_to_new_weights(venvs,
     result = subprocess.run(
         [str(client_python), str(HERE / "skyrl_client_check.py"), "--base-url", base_url,
          "--base-model", base_model, "--server-version", SERVER_VERSION],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "TINKER_TELEMETRY": "0"},
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "TINKER_TELEMETRY": "0", "AGENTCORE_RL_HOST_SITE": _host_site()},
     )
     assert result.returncode == 0, (result.stdout[-2000:] + result.stderr[-4000:]
                                     + "\n--- server log ---\n" + log_path.read_text()[-3000:])

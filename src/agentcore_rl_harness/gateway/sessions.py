@@ -104,6 +104,11 @@ class Session:
         with self._lock:
             return len(self._tree.turns)
 
+    def event_count(self, name: str) -> int:
+        """How often a lifecycle event (see `count_event`) has happened so far."""
+        with self._lock:
+            return self._events.get(name, 0)
+
     def plan(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None) -> PromptPlan:
         with self._lock:
             self._check_open()
