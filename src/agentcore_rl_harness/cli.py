@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "models":
             return _models(args)
         if args.command == "gateway":
-            from .gateway.standalone import run_standalone
+            from .standalone_gateway import run_standalone
 
             run_standalone(
                 model=args.model,

@@ -135,7 +135,7 @@ class GatesConfig:
                     raise ConfigError(str(exc)) from exc
 
 
-REPORT_FORMATS = ("json", "md", "html", "junit")
+from .reports.model import REPORT_FORMATS  # noqa: E402 (re-exported: config.REPORT_FORMATS)
 PROGRESS_STYLES = ("auto", "lines", "off")
 
 

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
 import logging
 import secrets
 import threading
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .config import HarnessConfig
 from .errors import ConfigError, HarnessError
-from .records import SessionOutcome, Status, Trace, Usage
+from .records import SessionOutcome, Status
+from .run.cases import Case, Episode, case_seed
 from .runtimes.base import AgentRef, AgentRuntime
 from .tasks import TaskSpec, build_payload
 
@@ -64,39 +63,6 @@ class LoopThread:
             self.loop.close()
 
 
-@dataclass(frozen=True)
-class Case:
-    """One pytest item of a task: a dataset row and a sample index within its group."""
-
-    spec: TaskSpec
-    row: dict[str, Any]
-    sample_index: int
-    phase: str
-    step: int | None = None
-
-    @property
-    def row_id(self) -> str:
-        return str(self.row["id"])
-
-    @property
-    def group_id(self) -> str:
-        suffix = "" if self.step is None else f"/{self.step}"
-        return f"{self.spec.name}/{self.row_id}/{self.phase}{suffix}"
-
-
-@dataclass(frozen=True)
-class Episode:
-    """What came back from one agent session, before the task scored it."""
-
-    case: Case
-    session_id: str
-    outcome: SessionOutcome
-    traces: tuple[Trace, ...]
-    turns: int
-    usage: Usage
-    session_metadata: dict[str, Any] = field(default_factory=dict)
-
-
 def check_public_gateway_url(url: str) -> str:
     """ACR sessions run in AWS: a loopback gateway URL can never be reached from there."""
     import ipaddress
@@ -121,11 +87,6 @@ def check_public_gateway_url(url: str) -> str:
 def new_session_id() -> str:
     """An unguessable session key, 44 chars (ACR wants 33-256)."""
     return "arl-" + secrets.token_hex(20)
-
-
-def case_seed(run_seed: int, case: Case) -> int:
-    key = f"{run_seed}/{case.spec.name}/{case.row_id}/{case.sample_index}/{case.phase}/{case.step}"
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big")
 
 
 class Harness:

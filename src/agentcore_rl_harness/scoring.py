@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .records import Rollout, Status, Trace, Usage
-from .runner import Case, Episode
+from .run.cases import Case, Episode
 
 ERROR_TEXT_LIMIT = 4000
 # Fixtures a task body may use when the harness scores a rollout itself (outside a pytest item).

@@ -202,7 +202,7 @@ class RunSession:
 
     def _reload(self) -> int:
         """Keep finished rollouts of a resumed run; return the training step to continue from."""
-        from .training import latest_checkpoint, read_steps, rewrite_steps
+        from .train_store import latest_checkpoint, read_steps, rewrite_steps
 
         assert self.resumed is not None and self.harness is not None
         checkpoint = latest_checkpoint(self.store.run_dir)

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from .records import Rollout, Status
-from .runner import Case, Episode
+from .run.cases import Case, Episode
 from .tasks import TaskSpec, load_rows
+from .train_store import STEPS_FILE, latest_checkpoint, read_steps, rewrite_steps  # noqa: F401 (re-exported)
 
 EXCLUDED = (Status.TIMEOUT, Status.AGENT_ERROR, Status.INFRA_ERROR)
-STEPS_FILE = "steps.jsonl"
 
 
 @dataclass(frozen=True)
@@ -64,32 +64,6 @@ def build_groups(rollouts: Sequence[Rollout]) -> tuple[list[Any], dict[str, int]
         )
     groups = [TrainGroup(group_id=key, samples=tuple(samples)) for key, samples in grouped.items()]
     return groups, excluded
-
-
-def read_steps(run_dir: Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / "train" / STEPS_FILE
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-
-
-def rewrite_steps(run_dir: Path, *, before: int) -> None:
-    """Drop step lines at or after `before` (a resumed run redoes those steps)."""
-    path = Path(run_dir) / "train" / STEPS_FILE
-    if path.is_file():
-        kept = [line for line in read_steps(run_dir) if line["step"] < before]
-        path.write_text("".join(json.dumps(line) + "\n" for line in kept), encoding="utf-8")
-
-
-def latest_checkpoint(run_dir: Path) -> tuple[int, Path] | None:
-    """(step, path) of the newest complete checkpoint (`checkpoints/step-NNNNN`), if any."""
-    folder = Path(run_dir) / "checkpoints"
-    found = []
-    for path in folder.glob("step-*") if folder.is_dir() else ():
-        suffix = path.name.removeprefix("step-")
-        if suffix.isdigit() and path.is_dir():
-            found.append((int(suffix), path))
-    return max(found) if found else None
 
 
 class RowSchedule:

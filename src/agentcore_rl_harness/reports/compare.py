@@ -156,7 +156,7 @@ def _regressions(report: Report, baseline: Report, limits: dict[str, str]) -> li
 
 def render_comparison(comparison: Comparison) -> str:
     """compare.md: one table, B against A."""
-    from .render import _md_cell, _pct, _pp, delta_table
+    from .text import delta_table, md_cell as _md_cell, pct as _pct, pp as _pp
 
     overall = comparison.overall
     significant = overall.pairs and min(overall.p_value, overall.reward_p_value or 1.0) < SIGNIFICANCE

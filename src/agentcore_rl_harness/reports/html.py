@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..records import Rollout, Trace
 from .model import ITEM_PHASE, Report, Summary
-from .render import _num, _pct, verdict_line
+from .text import num as _num, pct as _pct, verdict_line
 
 TOKENS_SHOWN_PER_TRACE = 2000
 HISTOGRAM_BINS = 10

@@ -60,7 +60,7 @@ def _run_info(run_dir: Path) -> tuple[RunInfo, dict[str, list[str]]]:
 
 def load_run(run_dir: Path) -> LoadedRun:
     """Rebuild the report of `run_dir` from rollouts.jsonl (plus its run metadata)."""
-    from ..training import read_steps
+    from ..train_store import read_steps
 
     run_dir = Path(run_dir).resolve()
     rollouts = read_rollouts(run_dir)

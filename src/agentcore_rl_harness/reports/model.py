@@ -11,6 +11,8 @@ import json
 from pydantic import BaseModel, Field
 
 REPORT_SCHEMA_VERSION = 2
+# The report files a run can write (`report.formats`); report.json is always among them.
+REPORT_FORMATS = ("json", "md", "html", "junit")
 # Which phase the pytest items of each mode are (the phase a report's headline numbers describe).
 ITEM_PHASE = {"eval": "eval", "collect": "collect", "run": "post", "train": "train"}
 DENOMINATOR_POLICY = (

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from agentcore_rl_harness.errors import ConfigError
-from agentcore_rl_harness.gateway.standalone import run_standalone
+from agentcore_rl_harness.standalone_gateway import run_standalone
 
 
 @pytest.mark.parametrize("options, match", [

@@ -1,0 +1,85 @@
+"""report.md: the headline, the per-task table, deltas, failures and training steps."""
+
+from __future__ import annotations
+
+from .model import Report
+from .text import delta_table, md_cell, num, pct, pp, verdict_line
+
+
+def _delta_section(report: Report) -> list[str]:
+    if report.delta is None:
+        return []
+    rows = [*report.delta.tasks.items(),
+            *((f"tag:{tag}", delta) for tag, delta in report.delta.tags.items()),
+            ("**overall**", report.delta.overall)]
+    return ["", "## Before and after training (paired by task, row and sample)", "",
+            *delta_table(rows, before="pre", after="post")]
+
+
+def _train_section(report: Report) -> list[str]:
+    if not report.train:
+        return []
+    lines = ["", "## Training reward per step", "", "| step | reward | success | loss |",
+             "|---|---|---|---|"]
+    for step in report.train:
+        lines.append(f"| {step.step} | {num(step.reward_mean)} | {pct(step.success_rate)} | "
+                     f"{num(step.loss, 4)} |")
+    return lines
+
+
+def _failures_section(report: Report) -> list[str]:
+    if not report.overall.failures and not report.overall.retried and not report.gates:
+        return []
+    lines = ["", "## Failures", ""]
+    for status, count in report.overall.failures.items():
+        lines.append(f"- `{status}`: {count} of {report.overall.rollouts} rollouts")
+    if report.overall.retried:
+        lines.append(f"- retried rollouts: {report.overall.retried}")
+    for gate in report.gates:
+        lines.append(f"- gate FAILED: {md_cell(gate.message)}")
+    return lines
+
+
+def render_markdown(report: Report) -> str:
+    model = report.run.config.get("model", {})
+    model_name = model.get("name") if isinstance(model, dict) else model
+    lines = [
+        f"# agentcore-rl {report.run.mode} report — {md_cell(report.run.id)}",
+        "",
+        f"**{verdict_line(report)}**",
+        "",
+        f"Model `{model_name}`, wall time {report.run.wall_time_s:.1f}s, "
+        f"{report.overall.sessions} sessions, {report.overall.tokens.total} tokens.",
+        "",
+        "| task | success | 95% CI | n | mean reward [95% CI] | pass@1 | pass^k | delta | failures |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    deltas = report.delta.tasks if report.delta else {}
+    rows = [*report.tasks.items(), *((f"tag:{tag}", s) for tag, s in report.tags.items()),
+            ("**overall**", report.overall)]
+    for name, summary in rows:
+        rate, reward = summary.success_rate, summary.mean_reward
+        failures = ", ".join(f"{k}: {v}" for k, v in summary.failures.items()) or "—"
+        reward_text = "n/a" if reward.value is None else (
+            f"{reward.value:.3f} [{num(reward.ci_low)}, {num(reward.ci_high)}]")
+        k = str(summary.samples_per_row)
+        pass_hat = f"^{k}: {pct(summary.pass_hat_k.get(k))}" if summary.samples_per_row else "n/a"
+        delta = report.delta.overall if name == "**overall**" and report.delta else deltas.get(name)
+        lines.append(
+            f"| {md_cell(name)} | {pct(rate.value)} | {pct(rate.ci_low)}–{pct(rate.ci_high)}"
+            f" | {rate.n} | {reward_text} | {pct(summary.pass_at_k.get('1'))} | {pass_hat} | "
+            f"{pp(delta.delta) if delta else '—'} | {md_cell(failures)} |"
+        )
+    lines += _delta_section(report)
+    lines += _failures_section(report)
+    lines += _train_section(report)
+    lines += [
+        "",
+        f"Denominator: {report.overall.denominator}.",
+        "",
+        "Files: [report.html](report.html) · [rollouts.jsonl](rollouts.jsonl) · "
+        "[report.json](report.json) · [junit.xml](junit.xml) · [config.yaml](config.yaml)"
+        + (" · [train/steps.jsonl](train/steps.jsonl)" if report.train else ""),
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,84 @@
+"""Text pieces shared by every report format: numbers, verdict lines, the paired-delta table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..records import Status
+from .model import Delta, Report, Summary
+
+
+def pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def num(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def pp(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:+.1f}pp"
+
+
+def md_cell(text: str) -> str:
+    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+            .replace("<", "&lt;").replace(">", "&gt;"))
+
+
+def verdict(summary: Summary) -> str:
+    rate = summary.success_rate
+    return (
+        f"{pct(rate.value)} success ({rate.n} rollouts, 95% CI "
+        f"{pct(rate.ci_low)}–{pct(rate.ci_high)})"
+    )
+
+
+def delta_line(delta: Delta) -> str:
+    if delta.delta is None:
+        return "no paired rollouts"
+    line = (
+        f"{pct(delta.pre)} -> {pct(delta.post)} ({pp(delta.delta)}, "
+        f"{delta.pairs} pairs, {delta.improved} improved / {delta.regressed} regressed, "
+        f"McNemar p={delta.p_value:.3g})"
+    )
+    if delta.reward_p_value is not None:
+        line += f"; reward {delta.reward_delta:+.3f} (bootstrap p={delta.reward_p_value:.3g})"
+    return line
+
+
+def verdict_line(report: Report) -> str:
+    """One line a reviewer reads first: the headline, the change, failed gates."""
+    parts = [verdict(report.overall)]
+    if report.delta is not None:
+        overall = report.delta.overall
+        if overall.delta is None:
+            parts.append("no paired pre/post rollouts")
+        else:
+            significant = "significant" if overall.p_value < 0.05 else "not significant"
+            parts.append(f"{pp(overall.delta)} vs pre-training ({significant}, "
+                         f"p={overall.p_value:.3g})")
+    if report.gates:
+        parts.append(f"{len(report.gates)} gate(s) FAILED")
+    infra = report.overall.failures.get(Status.INFRA_ERROR.value, 0)
+    if infra:
+        parts.append(f"{infra} infrastructure error(s)")
+    return "; ".join(parts)
+
+
+def delta_table(rows: Sequence[tuple[str, Delta]], *, before: str, after: str) -> list[str]:
+    """The markdown table of paired deltas (run mode's pre/post, or `report compare`'s A/B)."""
+    lines = [
+        f"| task | {before} | {after} | delta | pairs | improved / regressed | p (McNemar) "
+        "| reward delta [95% CI] | p (bootstrap) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, delta in rows:
+        reward = "n/a" if delta.reward_delta is None else (
+            f"{delta.reward_delta:+.3f} [{num(delta.reward_ci_low)}, {num(delta.reward_ci_high)}]")
+        reward_p = "n/a" if delta.reward_p_value is None else f"{delta.reward_p_value:.3g}"
+        lines.append(
+            f"| {md_cell(name)} | {pct(delta.pre)} | {pct(delta.post)} | {pp(delta.delta)} | "
+            f"{delta.pairs} | {delta.improved} / {delta.regressed} | {delta.p_value:.3g} | "
+            f"{reward} | {reward_p} |"
+        )
+    return lines
