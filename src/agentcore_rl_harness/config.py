@@ -81,6 +81,7 @@ class GatewaySettings:
     public_url: str | None = None  # the URL remote agents use (ending in /v1); null = base_url
     history: str = "exact"  # a turn's prompt from the sampled ids (exact) or the template (template)
     gc_freeze: bool = False  # gc.freeze() after start: fewer full-collection pauses under load
+    lenient_history: bool = False  # accept tool results that answer no call (real APIs: 400)
 
 
 @dataclass(frozen=True)

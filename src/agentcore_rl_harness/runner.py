@@ -141,6 +141,9 @@ class Harness:
                     sampling=cfg.sampling.to_params(),
                     history=cfg.gateway.history,
                     gc_freeze=cfg.gateway.gc_freeze,
+                    lenient_history=cfg.gateway.lenient_history,
+                    context_window_tokens=getattr(getattr(self._model, "config", None),
+                                                  "max_position_embeddings", None),
                 ),
             )
             self.gateway.start()

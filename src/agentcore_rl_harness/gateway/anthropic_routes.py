@@ -8,11 +8,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from . import anthropic_wire
-from .messages import new_id
-from .openai_routes import sampled, streamed
+from .messages import check_history, new_id
+from .openai_routes import prepared_turn, sampled, streamed
 from .openai_wire import reply_tool_calls
 from .routing import GatewayContext, api_key, errors_as, read_json, validated
-from .turn import RequestedSampling, prepare_turn
+from .turn import RequestedSampling
+
+TOOL_RESULT = "a tool_result block's tool_use_id"
 
 
 def anthropic_error(status: int, message: str, code: str | None) -> dict[str, Any]:
@@ -26,9 +28,10 @@ def anthropic_routes(context: GatewayContext) -> dict[str, Any]:
         body = validated(anthropic_wire.MessagesRequest, await read_json(request, context.max_body_bytes))
         requested = RequestedSampling(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k,
                                       max_tokens=body.max_tokens, stop=tuple(body.stop_sequences or ()))
-        prepared = prepare_turn(session=session, renderer=context.renderer,
-                                messages=anthropic_wire.to_internal(body.system, body.messages),
-                                tools=anthropic_wire.tools_to_internal(body.tools), requested=requested)
+        prepared = prepared_turn(context, session=session,
+                                 messages=anthropic_wire.to_internal(body.system, body.messages),
+                                 tools=anthropic_wire.tools_to_internal(body.tools), requested=requested,
+                                 result=TOOL_RESULT)
         message_id = new_id("msg_")
         if body.stream:
             return streamed(context, prepared, anthropic_wire.MessagesStream(
@@ -43,8 +46,10 @@ def anthropic_routes(context: GatewayContext) -> dict[str, Any]:
         """The prompt the next turn would really use (sampled tokens reused), counted."""
         session = context.sessions.get(api_key(request))
         body = validated(anthropic_wire.CountTokensRequest, await read_json(request, context.max_body_bytes))
-        plan = session.plan(anthropic_wire.to_internal(body.system, body.messages),
-                            anthropic_wire.tools_to_internal(body.tools))
+        messages = anthropic_wire.to_internal(body.system, body.messages)
+        if context.check_history:
+            check_history(messages, result=TOOL_RESULT)
+        plan = session.plan(messages, anthropic_wire.tools_to_internal(body.tools))
         return JSONResponse({"input_tokens": len(plan.prompt_token_ids)})
 
     return {"/v1/messages": messages, "/v1/messages/count_tokens": count_tokens}

@@ -17,9 +17,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from .messages import Message, WireError, assistant, function_tool, text_of, tool_call
+from .schemas import ANTHROPIC_SHAPE, check_shape
 from .openai_wire import reply_tool_calls
 from .streaming import Delta
 from .turn import TurnResult
@@ -43,6 +44,11 @@ class MessagesRequest(BaseModel):
     top_k: int | None = None
     stop_sequences: list[str] | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _has_the_published_shape(cls, data: Any) -> Any:
+        return check_shape(ANTHROPIC_SHAPE, data)
+
 
 class CountTokensRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -51,6 +57,11 @@ class CountTokensRequest(BaseModel):
     messages: list[dict[str, Any]]
     system: str | list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _has_the_published_shape(cls, data: Any) -> Any:
+        return check_shape(ANTHROPIC_SHAPE, data)
 
 
 def tools_to_internal(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:

@@ -51,12 +51,20 @@ class OpenSessionBody(BaseModel):
 
 def create_app(
     *, sessions: SessionStore, sampler: SamplingBackend, renderer: Renderer, model_id: str,
-    admin_token: str, max_body_bytes: int,
+    admin_token: str, max_body_bytes: int, context_window: int | None = None,
+    lenient_history: bool = False,
 ) -> Starlette:
-    """Build the gateway's ASGI app over a session store, a sampler and a renderer."""
+    """Build the gateway's ASGI app over a session store, a sampler and a renderer.
+
+    `context_window`: the model's context in tokens (None: unknown, not checked). A prompt that
+    fills it is a 400 `context_length_exceeded`, and an admin session's `max_tokens` above it is
+    refused. `lenient_history`: accept tool results that answer no call (see
+    `messages.check_history`), which the real APIs refuse.
+    """
     context = GatewayContext(sessions=sessions, sampler=sampler, renderer=renderer, model_id=model_id,
                              admin_token=admin_token, max_body_bytes=max_body_bytes,
-                             started=int(time.time()))
+                             started=int(time.time()), context_window=context_window,
+                             check_history=not lenient_history)
 
     def require_admin(request: Request) -> None:
         given = request.headers.get("x-admin-token", "")
@@ -81,7 +89,7 @@ def create_app(
     async def open_session(request: Request) -> Response:
         require_admin(request)
         body = validated(OpenSessionBody, await read_json(request, max_body_bytes))
-        sampling = None if body.sampling is None else _sampling_params(body.sampling, renderer)
+        sampling = None if body.sampling is None else _sampling_params(body.sampling, renderer, context_window)
         session_id = sessions.open(session_id=body.session_id, sampling=sampling)
         return JSONResponse({"session_id": session_id}, 201)
 
@@ -119,7 +127,7 @@ def create_app(
     return app
 
 
-def _sampling_params(sampling: AdminSampling, renderer: Renderer) -> SamplingParams:
+def _sampling_params(sampling: AdminSampling, renderer: Renderer, context_window: int | None) -> SamplingParams:
     stop_ids = []
     for stop in sampling.stop:
         if isinstance(stop, int):
@@ -132,5 +140,10 @@ def _sampling_params(sampling: AdminSampling, renderer: Renderer) -> SamplingPar
     if sampling.max_tokens < 1 or sampling.temperature < 0 or not 0 < sampling.top_p <= 1 or sampling.top_k < 0:
         raise ApiError(400, f"invalid sampling {sampling.model_dump()}: need max_tokens >= 1, "
                             "temperature >= 0, 0 < top_p <= 1, top_k >= 0")
+    if context_window is not None and sampling.max_tokens >= context_window:
+        raise ApiError(400, f"sampling.max_tokens={sampling.max_tokens} does not fit the model's context "
+                            f"window of {context_window} tokens; ask for at most {context_window - 1} (each "
+                            "turn is further limited to the room its prompt leaves)",
+                       code="max_tokens_exceeds_context")
     return SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
                           max_tokens=sampling.max_tokens, stop_token_ids=tuple(stop_ids), seed=sampling.seed)

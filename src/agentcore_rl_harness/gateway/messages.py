@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import HarnessError
@@ -86,6 +86,27 @@ def function_tool(name: Any, description: Any, parameters: Any, *, where: str) -
         function["description"] = str(description)
     function["parameters"] = dict(parameters) if isinstance(parameters, Mapping) else EMPTY_SCHEMA
     return {"type": "function", "function": function}
+
+
+def check_history(messages: Sequence[Message], *, result: str) -> None:
+    """Every tool result answers a call of the assistant message right before it, once, as the
+    OpenAI and Anthropic APIs require (they answer 400 otherwise); `result` names the wire's
+    tool result and its id field (e.g. "a tool_result block's tool_use_id")."""
+    open_calls: set[str] | None = None  # unanswered call ids of the assistant message before
+    for message in messages:
+        role = message["role"]
+        if role == "assistant":
+            open_calls = {call["id"] for call in message.get("tool_calls") or ()}
+        elif role == "tool":
+            call_id = message["tool_call_id"]
+            if not open_calls or call_id not in open_calls:
+                asked = (f"the assistant message before it called {sorted(open_calls)}" if open_calls
+                         else "no assistant tool call (still unanswered) comes right before it")
+                raise WireError(f"{result} {call_id!r} answers no tool call: {asked}. Send each tool "
+                                "result right after the assistant message that made the call, with its id")
+            open_calls.discard(call_id)
+        else:
+            open_calls = None
 
 
 def chat_tools(tools: Any) -> list[dict[str, Any]] | None:

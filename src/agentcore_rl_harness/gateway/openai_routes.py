@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from . import openai_wire, responses_wire
-from .messages import chat_tools, new_id
+from .messages import Message, chat_tools, check_history, new_id
 from .routing import ApiError, FastJSONResponse, GatewayContext, api_key, errors_as, read_json, validated
 from .streaming import WireStream, stream_turn
 from .turn import PreparedTurn, RequestedSampling, TurnResult, prepare_turn, sample_turn
@@ -28,6 +28,15 @@ def streamed(context: GatewayContext, prepared: PreparedTurn, wire: WireStream) 
     return StreamingResponse(events, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
+def prepared_turn(context: GatewayContext, *, session: Any, messages: list[Message], tools: Any,
+                  requested: RequestedSampling, result: str) -> PreparedTurn:
+    """Check the history (unless `gateway.lenient_history`), then plan the turn."""
+    if context.check_history:
+        check_history(messages, result=result)
+    return prepare_turn(session=session, renderer=context.renderer, messages=messages, tools=tools,
+                        requested=requested, context_window=context.context_window)
+
+
 async def sampled(context: GatewayContext, prepared: PreparedTurn) -> TurnResult:
     return await sample_turn(prepared, sampler=context.sampler, renderer=context.renderer)
 
@@ -43,9 +52,9 @@ def chat_routes(context: GatewayContext) -> dict[str, Any]:
         requested = RequestedSampling(
             temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=body.seed,
             max_tokens=body.max_completion_tokens or body.max_tokens, stop=stop)
-        prepared = prepare_turn(session=session, renderer=context.renderer,
-                                messages=openai_wire.to_internal(body.messages),
-                                tools=chat_tools(body.tools), requested=requested)
+        prepared = prepared_turn(context, session=session, messages=openai_wire.to_internal(body.messages),
+                                 tools=chat_tools(body.tools), requested=requested,
+                                 result="a 'tool' message's tool_call_id")
         completion_id, created = new_id("chatcmpl-"), int(time.time())
         if body.stream:
             include_usage = bool((body.stream_options or {}).get("include_usage"))
@@ -74,8 +83,9 @@ def chat_routes(context: GatewayContext) -> dict[str, Any]:
                 messages = [*earlier, *messages]
         requested = RequestedSampling(temperature=body.temperature, top_p=body.top_p,
                                       max_tokens=body.max_output_tokens)
-        prepared = prepare_turn(session=session, renderer=context.renderer, messages=messages,
-                                tools=responses_wire.tools_to_internal(body.tools), requested=requested)
+        prepared = prepared_turn(context, session=session, messages=messages,
+                                 tools=responses_wire.tools_to_internal(body.tools), requested=requested,
+                                 result="a function_call_output item's call_id")
         response_id, created = new_id("resp_"), int(time.time())
 
         def remember(result: TurnResult, calls: list[dict[str, Any]]) -> None:

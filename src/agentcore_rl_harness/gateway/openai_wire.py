@@ -12,10 +12,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from ..records import Usage
 from .messages import Message, WireError, assistant, canonical_arguments, new_id, text_of, tool_call
+from .schemas import CHAT_SHAPE, check_shape
 from .rendering import ParsedReply
 from .streaming import Delta
 from .turn import TurnResult
@@ -42,6 +43,11 @@ class ChatCompletionRequest(BaseModel):
     stop: str | list[str] | None = None
     seed: int | None = None
     n: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _has_the_published_shape(cls, data: Any) -> Any:
+        return check_shape(CHAT_SHAPE, data)
 
 
 def to_internal(messages: Sequence[Mapping[str, Any]]) -> list[Message]:

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from .messages import Message, WireError, assistant, function_tool, new_id, text_of, tool_call
+from .schemas import RESPONSES_SHAPE, check_shape
 from .openai_wire import reply_tool_calls, sse
 from .streaming import Delta
 from .turn import TurnResult
@@ -36,6 +37,11 @@ class ResponsesRequest(BaseModel):
     top_p: float | None = None
     max_output_tokens: int | None = None
     previous_response_id: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _has_the_published_shape(cls, data: Any) -> Any:
+        return check_shape(RESPONSES_SHAPE, data)
 
 
 def tools_to_internal(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:

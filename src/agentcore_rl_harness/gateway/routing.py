@@ -31,6 +31,7 @@ from .sessions import (
     TurnLimitError,
     UnknownSessionError,
 )
+from .turn import ContextLengthError
 
 try:  # optional: a faster JSON codec, used where its output is the same JSON
     import orjson
@@ -59,6 +60,8 @@ class GatewayContext:
     admin_token: str
     max_body_bytes: int
     started: int
+    context_window: int | None = None
+    check_history: bool = True
     background: set[asyncio.Task] = field(default_factory=set)
 
 
@@ -73,6 +76,8 @@ def status_of(exc: Exception) -> tuple[int, str | None]:
         return 409, "conflict"
     if isinstance(exc, SamplingError):
         return 502, "sampling_failed"
+    if isinstance(exc, ContextLengthError):
+        return 400, exc.code
     return 400, None
 
 
@@ -88,7 +93,7 @@ def errors_as(shape: ErrorShape) -> Callable[[Handler], Handler]:
         async def wrapped(request: Request) -> Response:
             try:
                 return await handler(request)
-            except (ApiError, SessionError, RenderError, WireError, SamplingError) as exc:
+            except (ApiError, SessionError, RenderError, WireError, SamplingError, ContextLengthError) as exc:
                 status, code = status_of(exc)
                 if isinstance(exc, SamplingError):
                     _count_gateway_error(request)
@@ -126,15 +131,52 @@ async def read_json(request: Request, limit: int) -> Any:
                                 "(GatewayConfig.max_body_bytes)", code="request_too_large")
     if not body:
         return {}
+    return parse_json(bytes(body))
+
+
+MAX_JSON_DEPTH = 64
+
+
+def parse_json(body: bytes) -> Any:
+    """A request body as JSON, or a 400: not JSON, nested deeper than `MAX_JSON_DEPTH`, or a
+    string holding a lone surrogate (`"\\ud800"`, valid JSON that no tokenizer can encode)."""
     if orjson is not None:
-        try:
-            return orjson.loads(body)
+        try:  # orjson refuses lone surrogates itself
+            return _shallow(orjson.loads(body), check_text=False)
         except orjson.JSONDecodeError:
             pass  # the standard parser decides (it accepts NaN and big ints) and words the error
     try:
-        return json.loads(body)
+        value = json.loads(body)
+    except RecursionError as exc:
+        raise ApiError(400, f"request body is nested deeper than {MAX_JSON_DEPTH} levels") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"request body is not valid JSON: {exc}") from exc
+    return _shallow(value, check_text=True)
+
+
+def _shallow(value: Any, *, check_text: bool) -> Any:
+    """`value`, after checking its depth (and its strings, when `check_text`) without recursion."""
+    level = [value]
+    for depth in range(MAX_JSON_DEPTH + 1):
+        below = []
+        for item in level:
+            if isinstance(item, dict):
+                if check_text:
+                    below.extend(item.keys())
+                below.extend(item.values())
+            elif isinstance(item, list):
+                below.extend(item)
+            elif check_text and isinstance(item, str) and not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise ApiError(400, f"request body holds a string with a lone surrogate "
+                                        f"({exc.object[exc.start:exc.end]!r}); send valid Unicode "
+                                        "(UTF-16 surrogates only in pairs)") from exc
+        if not below:
+            return value
+        level = [item for item in below if check_text or isinstance(item, (dict, list))]
+    raise ApiError(400, f"request body is nested deeper than {MAX_JSON_DEPTH} levels; flatten it")
 
 
 class FastJSONResponse(JSONResponse):
@@ -166,4 +208,26 @@ def validated(model: type[BaseModel], data: Any) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ApiError(400, f"invalid request body: {exc}") from exc
+        raise ApiError(400, f"invalid request body: {describe(exc, data)}") from exc
+
+
+def describe(exc: ValidationError, data: Any, *, limit: int = 5) -> str:
+    """pydantic's errors as `where: what (got value)`, e.g. `messages[1].tool_calls: Input
+    should be a valid list (got 'x')`; at most `limit` of them. `where` follows `data`, leaving
+    out the union members pydantic names on its way."""
+    lines = []
+    errors = exc.errors(include_url=False)
+    if len(errors) > 1:  # `str | list[...]` fields: the list branch's error is the one that helps
+        errors = [e for e in errors if not (e["type"] == "string_type" and isinstance(e.get("input"), list))]
+    for error in errors[:limit]:
+        where, node, loc = "", data, error["loc"]
+        for index, part in enumerate(loc):
+            if isinstance(part, int) and isinstance(node, list) and 0 <= part < len(node):
+                where, node = f"{where}[{part}]", node[part]
+            elif isinstance(part, str) and isinstance(node, dict) and (part in node or index == len(loc) - 1):
+                where, node = f"{where}.{part}", node.get(part)
+        got = repr(error.get("input"))
+        got = got if len(got) <= 80 else got[:77] + "..."
+        lines.append(f"{where.lstrip('.') or 'body'}: {error['msg']} (got {got})")
+    more = len(errors) - len(lines)
+    return "; ".join(lines) + (f"; and {more} more" if more > 0 else "")

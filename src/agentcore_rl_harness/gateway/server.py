@@ -33,6 +33,10 @@ class GatewayConfig:
     SmolLM2 tokenizer loaded (transformers + torch imported), full collections in `bench/gateway.py`
     took 90-230 ms without it and about 2 ms with it. Process-wide, so opt-in.
 
+    `context_window_tokens`: the model's context (None: unknown, unchecked); a prompt filling it
+    is a 400 `context_length_exceeded`, a turn's `max_tokens` is lowered to the room left.
+    `lenient_history`: accept tool results that answer no call (the real APIs answer 400).
+
     Responses leave through `http.CoalescingHttpProtocol` (head and body in one write).
     """
 
@@ -47,6 +51,8 @@ class GatewayConfig:
     reap_interval_s: float = 1.0
     history: str = "exact"
     gc_freeze: bool = False
+    context_window_tokens: int | None = None
+    lenient_history: bool = False
 
     def limits(self) -> SessionLimits:
         return SessionLimits(max_turns=self.max_turns, context_budget_tokens=self.context_budget_tokens,
@@ -68,6 +74,7 @@ class GatewayServer:
         self.app = create_app(
             sessions=self.sessions, sampler=sampler, renderer=renderer, model_id=model_id,
             admin_token=self.admin_token, max_body_bytes=config.max_body_bytes,
+            context_window=config.context_window_tokens, lenient_history=config.lenient_history,
         )
         self._server = None
         self._thread: threading.Thread | None = None

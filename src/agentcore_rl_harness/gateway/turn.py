@@ -15,6 +15,11 @@ length of the trace row the turn extends). When the prompt leaves less room than
 finish reason `length` and an empty reply, nothing is sampled or recorded, and the session counts
 `context_budget_exhausted`.
 
+Context window. A prompt that leaves no room in the model's context window (`context_window`,
+when the gateway knows it) is refused with `ContextLengthError` (HTTP 400, code
+`context_length_exceeded`, counted as the session event of that name so a runner can tell the
+agent's overflow from a gateway failure); otherwise `max_tokens` is lowered to the room left.
+
 Recording. A turn is recorded only when its sample is complete. A sample is never cancelled
 because the client went away (see `streaming.py`): sampled tokens are always recorded.
 """
@@ -26,12 +31,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import SamplingError
+from ..errors import HarnessError, SamplingError
 from ..records import SampleResult, SamplingParams, Usage
 from .rendering import ParsedReply, Renderer
 from .sampling import SamplingBackend, TokenCallback, routing_key
 from .sessions import Session
 from .trajectory import PromptPlan, Turn
+
+
+class ContextLengthError(HarnessError):
+    """The prompt fills the model's context window: the agent's request is too long (HTTP 400)."""
+
+    code = "context_length_exceeded"
+
+    def __init__(self, *, prompt_tokens: int, context_window: int) -> None:
+        super().__init__(
+            f"prompt is too long: {prompt_tokens} tokens > {context_window - 1} maximum. This model's "
+            f"maximum context length is {context_window} tokens, and the messages resulted in "
+            f"{prompt_tokens} tokens, leaving no room for a reply; shorten or summarise the history")
+        self.prompt_tokens, self.context_window = prompt_tokens, context_window
 
 
 @dataclass(frozen=True)
@@ -92,10 +110,19 @@ def effective_sampling(
 def prepare_turn(
     *, session: Session, renderer: Renderer, messages: Sequence[Mapping[str, Any]],
     tools: Sequence[Mapping[str, Any]] | None, requested: RequestedSampling,
+    context_window: int | None = None,
 ) -> PreparedTurn:
-    """Plan the prompt and the params; raises before anything is sampled (turn cap, render)."""
+    """Plan the prompt and the params; raises before anything is sampled (turn cap, render,
+    context window)."""
     plan = session.plan(messages, tools)
     params, overrides = effective_sampling(session.sampling, requested, renderer.stop_token_ids)
+    if context_window is not None:
+        room = context_window - len(plan.prompt_token_ids)
+        if room < 1:
+            session.count_event(ContextLengthError.code)
+            raise ContextLengthError(prompt_tokens=len(plan.prompt_token_ids), context_window=context_window)
+        if room < params.max_tokens:
+            params = dataclasses.replace(params, max_tokens=room)
     budget = session.limits.context_budget_tokens
     exhausted = False
     if budget is not None:
