@@ -31,7 +31,6 @@ KV bytes per cached token = layers x 2 x kv_heads x head_dim x dtype bytes; Smol
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import queue
 import threading
@@ -49,6 +48,7 @@ try:
     import torch
 
     from . import _kv, _prefix_cache
+    from .decoding import cache_arguments, draw, tempered_logprobs, validate_params
 except ImportError as exc:  # pragma: no cover - exercised only without the [local] extra
     raise MissingDependencyError(
         f"the hf_local sampler needs torch and transformers ({exc}); "
@@ -120,37 +120,10 @@ class _Batch:
     last_ids: torch.Tensor  # [rows], the token each row feeds next
 
 
-def _validate(params: SamplingParams) -> None:
-    if params.max_tokens < 1:
-        raise SamplingError(f"max_tokens must be at least 1, got {params.max_tokens}")
-    if params.temperature < 0:
-        raise SamplingError(f"temperature must be >= 0, got {params.temperature}")
-    if not 0 < params.top_p <= 1:
-        raise SamplingError(f"top_p must be in (0, 1], got {params.top_p}")
-    if params.top_k < 0:
-        raise SamplingError(f"top_k must be >= 0 (0 means off), got {params.top_k}")
-
-
-def _draw(logprobs: torch.Tensor, params: SamplingParams, generator: Any) -> int:
-    """Draw one token from a row of tempered logprobs, applying top-k / top-p as a restriction."""
-    scores = logprobs
-    if params.top_k and params.top_k < scores.numel():
-        kth = torch.topk(scores, params.top_k).values[-1]
-        scores = scores.masked_fill(scores < kth, float("-inf"))
-    if params.top_p < 1.0:
-        sorted_scores, order = torch.sort(scores, descending=True)
-        probs = torch.softmax(sorted_scores, dim=-1)
-        outside = torch.cumsum(probs, dim=-1) - probs >= params.top_p
-        outside[0] = False
-        scores = scores.masked_fill(torch.zeros_like(outside).scatter(0, order, outside), float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
-    return int(torch.multinomial(probs, 1, generator=generator).item())
-
-
 def _sample_tokens(rows: list[_Row], logits: torch.Tensor) -> tuple[list[int], list[float]]:
     """One token per row from last-position logits [rows, vocab]: (token ids, their logprobs)."""
-    temperatures = torch.tensor([row.params.temperature or 1.0 for row in rows], dtype=torch.float32)
-    logprobs = torch.log_softmax(logits.float() / temperatures.unsqueeze(-1), dim=-1)
+    temperatures = torch.tensor([row.params.temperature for row in rows], dtype=torch.float32)
+    logprobs = tempered_logprobs(logits, temperatures)
     tokens = torch.argmax(logprobs, dim=-1)  # right for greedy rows; the others are overwritten
     plain = [index for index, row in enumerate(rows) if row.plain]
     if plain:
@@ -158,7 +131,7 @@ def _sample_tokens(rows: list[_Row], logits: torch.Tensor) -> tuple[list[int], l
         tokens[index] = torch.multinomial(logprobs[index].exp(), 1).squeeze(-1)
     for index, row in enumerate(rows):
         if row.params.temperature > 0 and not row.plain:
-            tokens[index] = _draw(logprobs[index], row.params, row.generator)
+            tokens[index] = draw(logprobs[index], row.params, row.generator)
     picked = logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     return tokens.tolist(), picked.tolist()
 
@@ -258,7 +231,7 @@ class HFLocalSampler:
         prompt = tuple(int(token) for token in prompt_token_ids)
         if not prompt:
             raise SamplingError("prompt_token_ids is empty; the model needs at least one token")
-        _validate(params)
+        validate_params(params)
         limit = getattr(self.model.config, "max_position_embeddings", None)
         if limit is not None and len(prompt) + params.max_tokens > limit:
             raise SamplingError(
@@ -381,7 +354,7 @@ class HFLocalSampler:
     def _forward(self, **inputs: Any) -> torch.Tensor:
         model = self.model
         if self._forward_spec is None or self._forward_spec[0] is not model:
-            self._forward_spec = (model, *_forward_kwargs(model))
+            self._forward_spec = (model, *cache_arguments(model))
         _, cache_arg, extra = self._forward_spec
         cache = inputs.pop("cache")
         output = model(**inputs, use_cache=True, **{cache_arg: cache}, **extra)
@@ -553,14 +526,6 @@ def _weights_fingerprint(model: Any) -> tuple[int, int, int] | None:
         return id(model), len(parameters), sum(parameter._version for parameter in parameters)
     except (AttributeError, RuntimeError):  # no parameters() or inference tensors: rely on swap_model
         return None
-
-
-def _forward_kwargs(model: Any) -> tuple[str, dict[str, Any]]:
-    """The KV-cache argument name (`cache` since transformers 5.2x, else `past_key_values`)."""
-    parameters = inspect.signature(model.forward).parameters
-    cache_arg = "cache" if "cache" in parameters else "past_key_values"
-    extra = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
-    return cache_arg, extra
 
 
 def _call_in_loop(request: _Request, function: Any, *args: Any) -> None:

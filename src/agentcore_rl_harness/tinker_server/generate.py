@@ -7,7 +7,6 @@ A stop token ends a sequence and is included in its tokens.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import torch
 
 from ..records import SamplingParams
-from ..samplers.hf_local import _draw
+from ..samplers.decoding import cache_arguments, draw, is_plain, tempered_logprobs
 from .wire import SampledSequence, SampleOutput
 
 
@@ -57,13 +56,13 @@ def sample(model: Any, spec: SampleSpec, *, decode: Any) -> SampleOutput:
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([list(spec.prompt)] * rows), **cache_kwargs).logits
         for _ in range(spec.max_tokens):
-            scaled = torch.log_softmax(logits[:, -1].float() / (spec.temperature or 1.0), dim=-1)
+            scaled = tempered_logprobs(logits[:, -1], spec.temperature)
             if spec.temperature == 0:
                 drawn = torch.argmax(scaled, dim=-1).tolist()
-            elif spec.top_k == 0 and spec.top_p >= 1.0:
+            elif is_plain(params):
                 drawn = torch.multinomial(scaled.exp(), 1, generator=generator).squeeze(-1).tolist()
             else:
-                drawn = [_draw(scaled[row], params, generator) for row in range(rows)]
+                drawn = [draw(scaled[row], params, generator) for row in range(rows)]
             for row, token in enumerate(drawn):
                 if reasons[row] is not None:
                     continue
@@ -83,10 +82,7 @@ def _cache_kwargs(model: Any) -> dict[str, Any]:
     """A fresh KV cache, updated in place, under the argument name this transformers uses."""
     from transformers import DynamicCache
 
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    parameters = inspect.signature(inner.forward).parameters
-    name = "cache" if "cache" in parameters else "past_key_values"
-    extra = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
+    name, extra = cache_arguments(model)
     return {name: DynamicCache(), "use_cache": True, **extra}
 
 

@@ -285,6 +285,8 @@ def policy_loss(
     """
     import torch
 
+    from .ratios import k3
+
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"aggregation {aggregation!r} is not one of {list(AGGREGATIONS)}")
     mask = mask.to(logprobs.dtype)
@@ -302,15 +304,13 @@ def policy_loss(
         clipped_now = (ratio > tis_cap) & (mask > 0)
     kl_sum = None
     if ref_logprobs is not None:
-        delta = (ref_logprobs - logprobs) * mask
-        k3 = torch.exp(delta) - delta - 1.0
-        kl_sum = float((k3 * mask).sum().detach())
+        reference_k3 = k3((ref_logprobs - logprobs) * mask)
+        kl_sum = float((reference_k3 * mask).sum().detach())
         if kl_coef > 0:
-            token_loss = token_loss + kl_coef * k3
+            token_loss = token_loss + kl_coef * reference_k3
     elif kl_coef > 0:
         raise ValueError("kl_coef > 0 needs ref_logprobs (the reference policy's logprobs)")
-    sampler_delta = -log_ratio
-    sampler_k3 = torch.exp(sampler_delta) - sampler_delta - 1.0
+    sampler_k3 = k3(-log_ratio)
     token_loss = token_loss * mask
     per_sequence_tokens = mask.sum(-1)
     n_tokens = int(per_sequence_tokens.sum().item())

@@ -44,6 +44,7 @@ from . import checkpoint
 from .checkpoint import STATE_FILE, CheckpointError
 from .datum import TokenDatum, token_data
 from .grpo import GRPOConfig, build_batch, staleness, step_metrics
+from .ratios import logprob_stats
 
 logger = logging.getLogger(__name__)
 
@@ -353,18 +354,12 @@ def _sampler_kl(data: list[TokenDatum], outputs: list[dict[str, Any]] | None) ->
     """k3 KL(policy || sampler) on trained tokens, if the service returned per-token `logprobs`."""
     if not outputs or len(outputs) != len(data):
         return None
-    total = tokens = 0.0
-    for datum, output in zip(data, outputs):
-        values = (output or {}).get("logprobs")
-        values = values.get("data") if isinstance(values, dict) else values
-        if not isinstance(values, list) or len(values) != len(datum.mask):
-            return None
-        for policy, sampler, mask in zip(values, datum.logprobs, datum.mask):
-            if mask:
-                log_ratio = float(sampler) - float(policy)
-                total += math.exp(log_ratio) - 1.0 - log_ratio
-                tokens += mask
-    return total / tokens if tokens else None
+    values = []
+    for output in outputs:
+        found = (output or {}).get("logprobs")
+        found = found.get("data") if isinstance(found, dict) else found
+        values.append(found if isinstance(found, list) else None)
+    return logprob_stats(data, values, loss_fn="importance_sampling").sampler_kl
 
 
 def _write_state(target: Path, state: dict[str, Any]) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -38,6 +37,7 @@ from . import checkpoint
 from .checkpoint import CheckpointError
 from .datum import TokenDatum, token_data
 from .grpo import GRPOConfig, build_batch, staleness, step_metrics
+from .ratios import LogprobStats, logprob_stats  # noqa: F401 (LogprobStats re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -160,47 +160,6 @@ def to_tinker_datum(tinker: Any, datum: TokenDatum, *, scale: float = 1.0) -> An
             "advantages": np.asarray([value * scale for value in datum.advantages], dtype=np.float32),
         },
     )
-
-
-@dataclass(frozen=True)
-class LogprobStats:
-    """What the policy logprobs returned by forward_backward say about the batch."""
-
-    sampler_kl: float | None
-    clip_fraction: float | None
-
-
-def logprob_stats(
-    data: Sequence[TokenDatum], policy_logprobs: Sequence[Sequence[float]] | None, *,
-    loss_fn: str, clip_low: float, clip_high: float, tis_cap: float | None,
-) -> LogprobStats:
-    """k3 KL(policy || sampler) and the clipped fraction on trained tokens, from returned logprobs.
-
-    None when the service returned no per-token logprobs. A token counts as clipped as in
-    `grpo.policy_loss`: under PPO when the clipped term is the larger, under CISPO when the ratio
-    exceeds the cap; importance_sampling clips nothing (None).
-    """
-    if policy_logprobs is None or len(policy_logprobs) != len(data):
-        return LogprobStats(None, None)
-    kl_sum, clipped, tokens = 0.0, 0, 0
-    for datum, values in zip(data, policy_logprobs):
-        if len(values) != len(datum.mask):
-            return LogprobStats(None, None)
-        for mask, old, new, advantage in zip(datum.mask, datum.logprobs, values, datum.advantages):
-            if not mask:
-                continue
-            delta = old - new
-            kl_sum += math.exp(delta) - delta - 1.0
-            ratio = math.exp(new - old)
-            if loss_fn == "ppo":
-                bounded = min(max(ratio, 1.0 - clip_low), 1.0 + clip_high)
-                clipped += int(-advantage * bounded > -advantage * ratio)
-            elif loss_fn == "cispo":
-                clipped += int(tis_cap is not None and ratio > tis_cap)
-            tokens += 1
-    if not tokens:
-        return LogprobStats(None, None)
-    return LogprobStats(kl_sum / tokens, None if loss_fn == "importance_sampling" else clipped / tokens)
 
 
 def settle(value: Any, timeout: float | None = None) -> Any:
