@@ -276,7 +276,7 @@ def run_ours(args: argparse.Namespace, tokenizer_dir: str) -> list[dict]:
 
     sampler = FixedSampler()
     direct_s = direct_seconds(lambda: sampler.sample(prompt_token_ids=(1, 2, 3), params=None))
-    config = GatewayConfig(max_turns=None, session_ttl_s=None, gc_freeze=args.gc_freeze)
+    config = GatewayConfig(max_turns=None, idle_ttl_s=None, max_lifetime_s=None, gc_freeze=args.gc_freeze)
     rows = []
     with GatewayServer(sampler=sampler, renderer=renderer, model_id="policy", config=config) as server:
         opened: list[str] = []

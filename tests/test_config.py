@@ -127,3 +127,18 @@ def test_gateway_history_and_gc_freeze_reach_the_typed_config():
     assert (typed.gateway.history, typed.gateway.gc_freeze) == ("template", True)
     with pytest.raises(ConfigError, match="valid choices: \\['exact', 'template'\\]"):
         compose_config(["gateway.history=fuzzy"])
+
+
+def test_gateway_session_limits_are_config_with_the_records_defaults():
+    from agentcore_rl_harness.records import SessionLimits
+
+    assert compose_config().typed.gateway.limits() == SessionLimits()  # the yaml repeats them exactly
+    typed = compose_config(["gateway.max_turns=10000", "gateway.idle_ttl_s=60",
+                            "gateway.max_lifetime_s=null", "gateway.context_budget_tokens=32768"]).typed
+    assert typed.gateway.limits() == SessionLimits(max_turns=10000, idle_ttl_s=60.0, max_lifetime_s=None,
+                                                   context_budget_tokens=32768)
+
+
+def test_non_positive_gateway_limit_names_the_key():
+    with pytest.raises(ConfigError, match=r"gateway.idle_ttl_s=0.0 must be > 0, or null"):
+        compose_config(["gateway.idle_ttl_s=0"])

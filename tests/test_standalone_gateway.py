@@ -110,3 +110,35 @@ def test_serves_until_stopped(tiny_model_dir):
         stop.set()
         thread.join(timeout=30)
     assert not thread.is_alive()
+
+
+def test_session_limit_flags_reach_the_gateway(tiny_model_dir, monkeypatch):
+    """`agentcore-rl gateway --max-turns 1 --idle-ttl-s none`: the limits the server enforces."""
+    import openai
+
+    from agentcore_rl_harness import cli
+    from agentcore_rl_harness import standalone_gateway as standalone
+    from agentcore_rl_harness.records import SessionLimits
+
+    seen = {}
+    monkeypatch.setattr(standalone, "run_standalone", lambda **kwargs: seen.update(kwargs))
+    assert cli.main(["gateway", "--model", str(tiny_model_dir), "--max-turns", "1", "--idle-ttl-s", "none",
+                     "--context-budget-tokens", "4096"]) == 0
+    assert seen["limits"] == SessionLimits(max_turns=1, idle_ttl_s=None, context_budget_tokens=4096)
+    monkeypatch.undo()
+    with _standalone(model=str(tiny_model_dir), limits=seen["limits"]) as base_url:
+        opened = httpx.post(base_url.removesuffix("/v1") + "/admin/sessions", headers={"X-Admin-Token": "t0ken"},
+                            json={"sampling": {"max_tokens": 3}})
+        client = openai.OpenAI(base_url=base_url, api_key=opened.json()["session_id"], max_retries=0)
+        client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
+        with pytest.raises(openai.RateLimitError, match="limit of 1 turns"):
+            client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
+
+
+def test_bad_limit_flag_is_a_usage_error(capsys):
+    from agentcore_rl_harness import cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["gateway", "--idle-ttl-s", "-5"])
+    assert exited.value.code == 2
+    assert "--idle-ttl-s wants a positive float or 'none', got '-5'" in capsys.readouterr().err

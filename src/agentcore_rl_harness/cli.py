@@ -4,10 +4,28 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from .errors import HarnessError
+from .records import SessionLimits
+
+
+def _limit(kind: type, flag: str) -> Callable[[str], Any]:
+    """argparse type of a session limit: a positive number, or `none` for no limit."""
+    def parse(text: str) -> Any:
+        if text.lower() in ("none", "null"):
+            return None
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0:
+            raise argparse.ArgumentTypeError(
+                f"{flag} wants a positive {kind.__name__} or 'none', got {text!r}")
+        return value
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +53,16 @@ def _parser() -> argparse.ArgumentParser:
     gateway.add_argument("--history", default="exact", choices=["exact", "template"],
                          help="a turn's prompt from the sampled ids (exact) or the template's re-rendering")
     gateway.add_argument("--gc-freeze", action="store_true", help="gc.freeze() once the model is loaded")
+    limits = SessionLimits()
+    for flag, kind, what in (
+        ("--max-turns", int, "model requests per session"),
+        ("--idle-ttl-s", float, "seconds without a request after which a session expires"),
+        ("--max-lifetime-s", float, "seconds after opening at which a session expires"),
+        ("--context-budget-tokens", int, "prompt + reply tokens per turn"),
+    ):
+        name = flag[2:].replace("-", "_")
+        gateway.add_argument(flag, type=_limit(kind, flag), default=getattr(limits, name), metavar="N|none",
+                             help=f"{what}; none = unlimited (default: {getattr(limits, name)})")
 
     report = commands.add_parser(
         "report", help="re-render reports from rollouts.jsonl, or `report compare A B`",
@@ -93,6 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sampler_model=args.sampler_model,
                 history=args.history,
                 gc_freeze=args.gc_freeze,
+                limits=SessionLimits(max_turns=args.max_turns, idle_ttl_s=args.idle_ttl_s,
+                                     max_lifetime_s=args.max_lifetime_s,
+                                     context_budget_tokens=args.context_budget_tokens),
             )
             return 0
         if args.command == "report":

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .records import SamplingParams
+from .records import SamplingParams, SessionLimits
 
 PACKAGED_CONFIG_MODULE = "agentcore_rl_harness.conf"
 
@@ -73,6 +73,9 @@ class SamplingConfig:
         )
 
 
+_LIMITS = SessionLimits()
+
+
 @dataclass(frozen=True)
 class GatewaySettings:
     host: str = "127.0.0.1"
@@ -82,6 +85,21 @@ class GatewaySettings:
     history: str = "exact"  # a turn's prompt from the sampled ids (exact) or the template (template)
     gc_freeze: bool = False  # gc.freeze() after start: fewer full-collection pauses under load
     lenient_history: bool = False  # accept tool results that answer no call (real APIs: 400)
+    # Session limits (None = unlimited); defaults from records.SessionLimits, see its docstring.
+    max_turns: int | None = _LIMITS.max_turns
+    idle_ttl_s: float | None = _LIMITS.idle_ttl_s
+    max_lifetime_s: float | None = _LIMITS.max_lifetime_s
+    context_budget_tokens: int | None = _LIMITS.context_budget_tokens
+
+    def limits(self) -> SessionLimits:
+        return SessionLimits(max_turns=self.max_turns, context_budget_tokens=self.context_budget_tokens,
+                             idle_ttl_s=self.idle_ttl_s, max_lifetime_s=self.max_lifetime_s)
+
+    def validate(self) -> None:
+        try:
+            self.limits().check()
+        except ValueError as exc:
+            raise ConfigError(f"{exc} (set it with --agentcore-rl-set gateway.<key>=<value>)") from exc
 
 
 @dataclass(frozen=True)
@@ -322,7 +340,7 @@ def compose_config(
         value = getattr(getattr(typed, section), name)
         if value not in choices:
             raise ConfigError(f"{key}={value!r} is not supported; valid choices: {list(choices)}")
-    for section in (typed.eval, typed.gates, typed.report):
+    for section in (typed.gateway, typed.eval, typed.gates, typed.report):
         section.validate()
     return ComposedConfig(typed=typed, resolved=resolved, overrides=overrides, source=label)
 

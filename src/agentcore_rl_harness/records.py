@@ -43,6 +43,30 @@ class SamplingParams:
 
 
 @dataclass(frozen=True)
+class SessionLimits:
+    """Bounds on one gateway session (None = unlimited). The defaults, sized for AgentCore
+    Runtime's 8-hour sessions, are the harness's only copy: the `gateway.*` config keys and the
+    `agentcore-rl gateway` flags take theirs from here.
+
+    `max_turns` caps the model requests of a session; `context_budget_tokens` bounds prompt +
+    reply of each turn; `idle_ttl_s` ends a session that made no request for that long (a turn
+    being sampled counts as activity); `max_lifetime_s` ends it that long after it opened.
+    """
+
+    max_turns: int | None = 4096
+    context_budget_tokens: int | None = None
+    idle_ttl_s: float | None = 1800.0
+    max_lifetime_s: float | None = 8 * 3600.0 + 900.0
+
+    def check(self) -> None:
+        """Raise `ValueError` naming the first limit that is not positive."""
+        for name in ("max_turns", "context_budget_tokens", "idle_ttl_s", "max_lifetime_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"gateway.{name}={value!r} must be > 0, or null for no limit")
+
+
+@dataclass(frozen=True)
 class SampleResult:
     """One sampled continuation.
 

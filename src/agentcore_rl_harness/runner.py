@@ -144,6 +144,10 @@ class Harness:
                     lenient_history=cfg.gateway.lenient_history,
                     context_window_tokens=getattr(getattr(self._model, "config", None),
                                                   "max_position_embeddings", None),
+                    max_turns=cfg.gateway.max_turns,
+                    idle_ttl_s=cfg.gateway.idle_ttl_s,
+                    max_lifetime_s=cfg.gateway.max_lifetime_s,
+                    context_budget_tokens=cfg.gateway.context_budget_tokens,
                 ),
             )
             self.gateway.start()

@@ -4,7 +4,8 @@
 weights). The remote samplers take their endpoint from `--sampler-url`: vLLM's and SGLang's server
 root, or the Tinker service (default: the SDK's, e.g. `TINKER_BASE_URL`); `--sampler-model` names
 what the engine serves (vLLM's `model` field; Tinker's base model or a `tinker://` checkpoint,
-default `--model`).
+default `--model`). `limits` are the session limits (`--max-turns`, `--idle-ttl-s`,
+`--max-lifetime-s`, `--context-budget-tokens`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 from typing import Any, TextIO
 
 from .errors import ConfigError
+from .records import SessionLimits
 from .gateway.rendering import ChatTemplateRenderer
 from .gateway.server import GatewayConfig, GatewayServer
 from .gateway.trajectory import HISTORY_MODES
@@ -24,18 +26,25 @@ SAMPLERS = ("hf", "vllm", "sglang", "tinker")
 def run_standalone(
     *, model: str, sampler: str = "hf", sampler_url: str | None = None, sampler_model: str | None = None,
     host: str = "127.0.0.1", port: int = 0, admin_token: str | None = None, history: str = "exact",
-    gc_freeze: bool = False, out: TextIO = sys.stdout, stop_event: threading.Event | None = None,
+    gc_freeze: bool = False, limits: SessionLimits = SessionLimits(), out: TextIO = sys.stdout,
+    stop_event: threading.Event | None = None,
 ) -> None:
     """Load `model` (a known name or a local HF folder), serve, print the base URL, block until
     Ctrl-C (or `stop_event` is set)."""
     _check_options(sampler, sampler_url, history)
+    try:
+        limits.check()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     from .models import load_tokenizer, resolve_model
 
     path = resolve_model(model)
     renderer = ChatTemplateRenderer(load_tokenizer(path))
     backend = build_sampler(sampler, model_path=path, sampler_url=sampler_url,
                             sampler_model=sampler_model or (None if sampler == "vllm" else str(model)))
-    config = GatewayConfig(host=host, port=port, history=history, gc_freeze=gc_freeze)
+    config = GatewayConfig(host=host, port=port, history=history, gc_freeze=gc_freeze,
+                           max_turns=limits.max_turns, context_budget_tokens=limits.context_budget_tokens,
+                           idle_ttl_s=limits.idle_ttl_s, max_lifetime_s=limits.max_lifetime_s)
     server = GatewayServer(sampler=backend, renderer=renderer, model_id=str(model), config=config,
                            admin_token=admin_token)
     stop_event = stop_event or threading.Event()

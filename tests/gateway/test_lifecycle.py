@@ -1,4 +1,4 @@
-"""Session lifecycle over HTTP: TTL reaping, turn cap 429, context budget, disconnect mid-stream."""
+"""Session lifecycle over HTTP: idle-TTL reaping, turn cap 429, context budget, disconnect mid-stream."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ HI = [{"role": "user", "content": "hi"}]
 
 
 def test_ttl_reaping_keeps_traces_and_refuses_the_key(gateway_factory):
-    server, _ = gateway_factory(["first reply"], config=GatewayConfig(session_ttl_s=0.3, reap_interval_s=0.05))
+    server, _ = gateway_factory(["first reply"], config=GatewayConfig(idle_ttl_s=0.3, reap_interval_s=0.05))
     session_id = server.sessions.open()
     client = openai.OpenAI(base_url=server.base_url, api_key=session_id, max_retries=0)
     client.chat.completions.create(model="m", messages=HI)
@@ -28,7 +28,8 @@ def test_ttl_reaping_keeps_traces_and_refuses_the_key(gateway_factory):
         time.sleep(0.02)
     (reaped,) = server.sessions.reaped()
     assert reaped.session_id == session_id and reaped.metadata["reaped"] is True and reaped.turns == 1
-    with pytest.raises(openai.AuthenticationError, match="reaped after its TTL"):
+    assert reaped.metadata["limits_hit"] == ["idle_ttl_s"]
+    with pytest.raises(openai.AuthenticationError, match="made no request for 0.3 s"):
         client.chat.completions.create(model="m", messages=HI)
     finished = server.sessions.finish(session_id)
     assert finished is reaped and len(finished.traces) == 1 and server.sessions.reaped() == ()
@@ -38,7 +39,7 @@ def test_ttl_reaping_keeps_traces_and_refuses_the_key(gateway_factory):
 
 def test_reap_expired_uses_the_store_clock(renderer):
     now = [100.0]
-    store = SessionStore(renderer=renderer, limits=SessionLimits(ttl_s=10), clock=lambda: now[0])
+    store = SessionStore(renderer=renderer, limits=SessionLimits(max_lifetime_s=10), clock=lambda: now[0])
     old = store.open()
     now[0] = 105.0
     young = store.open()

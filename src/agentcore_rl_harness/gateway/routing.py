@@ -1,7 +1,8 @@
 """What every route shares: the gateway context, body limits, the session key, error mapping.
 
 Each wire answers errors in its own shape; `errors_as(shape)` maps the harness's exceptions to
-HTTP statuses once: unknown or finished key 401, turn cap 429, taken session id 409, bad request
+HTTP statuses once: unknown or finished key 401, expired session (idle TTL, lifetime) 401
+`session_expired`, turn cap 429, taken session id 409, bad request
 or unrenderable messages 400, body over the limit 413, sampler failure 502.
 """
 
@@ -27,6 +28,7 @@ from .sessions import (
     SessionClosedError,
     SessionError,
     SessionExistsError,
+    SessionExpiredError,
     SessionStore,
     TurnLimitError,
     UnknownSessionError,
@@ -68,6 +70,8 @@ class GatewayContext:
 def status_of(exc: Exception) -> tuple[int, str | None]:
     if isinstance(exc, ApiError):
         return exc.status, exc.code
+    if isinstance(exc, SessionExpiredError):
+        return 401, "session_expired"
     if isinstance(exc, (UnknownSessionError, SessionClosedError)):
         return 401, "invalid_api_key"
     if isinstance(exc, TurnLimitError):

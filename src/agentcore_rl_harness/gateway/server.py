@@ -1,7 +1,7 @@
 """`GatewayServer`: the gateway app under uvicorn on a background thread (works from sync code).
 
-A reaper thread closes sessions older than `GatewayConfig.session_ttl_s` every `reap_interval_s`
-(see `SessionStore.reap_expired`); their traces wait in `sessions.reaped()` / `sessions.finish`.
+A reaper thread closes sessions past their idle TTL or lifetime every `reap_interval_s` (see
+`SessionStore.reap_expired`); their traces wait in `sessions.reaped()` / `sessions.finish`.
 """
 
 from __future__ import annotations
@@ -11,20 +11,24 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 
 from ..errors import HarnessError
-from ..records import SamplingParams
+from ..records import SamplingParams, SessionLimits
 from .app import create_app
 from .rendering import Renderer
 from .sampling import SamplingBackend
-from .sessions import SessionLimits, SessionStore
+from .sessions import SessionStore
+
+_LIMITS = SessionLimits()  # the defaults of the limit fields below
 
 
 @dataclass(frozen=True)
 class GatewayConfig:
-    """Where to serve, and the per-session policy and limits (None = unlimited).
+    """Where to serve, and the per-session policy and limits (None = unlimited; the limits are
+    `records.SessionLimits`, whose defaults they share).
 
     `history`: how a turn's prompt is built from earlier turns, "exact" (the sampled ids) or
     "template" (the template's rendering), see `trajectory.py`. `gc_freeze`: on `start()`, move
@@ -45,9 +49,10 @@ class GatewayConfig:
     max_body_bytes: int = 8 * 1024 * 1024
     sampling: SamplingParams = field(default_factory=SamplingParams)
     start_timeout_s: float = 10.0
-    context_budget_tokens: int | None = None
-    max_turns: int | None = 64
-    session_ttl_s: float | None = 3600.0
+    context_budget_tokens: int | None = _LIMITS.context_budget_tokens
+    max_turns: int | None = _LIMITS.max_turns
+    idle_ttl_s: float | None = _LIMITS.idle_ttl_s
+    max_lifetime_s: float | None = _LIMITS.max_lifetime_s
     reap_interval_s: float = 1.0
     history: str = "exact"
     gc_freeze: bool = False
@@ -56,7 +61,7 @@ class GatewayConfig:
 
     def limits(self) -> SessionLimits:
         return SessionLimits(max_turns=self.max_turns, context_budget_tokens=self.context_budget_tokens,
-                             ttl_s=self.session_ttl_s)
+                             idle_ttl_s=self.idle_ttl_s, max_lifetime_s=self.max_lifetime_s)
 
 
 class GatewayServer:
@@ -65,12 +70,14 @@ class GatewayServer:
     def __init__(
         self, *, sampler: SamplingBackend, renderer: Renderer, model_id: str,
         config: GatewayConfig = GatewayConfig(), admin_token: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`clock` times the session limits (a test can pass a fake one)."""
         self.config = config
         self.model_id = model_id
         self.admin_token = admin_token or secrets.token_urlsafe(32)
         self.sessions = SessionStore(renderer=renderer, default_sampling=config.sampling,
-                                     limits=config.limits(), history=config.history)
+                                     limits=config.limits(), history=config.history, clock=clock)
         self.app = create_app(
             sessions=self.sessions, sampler=sampler, renderer=renderer, model_id=model_id,
             admin_token=self.admin_token, max_body_bytes=config.max_body_bytes,
@@ -133,7 +140,7 @@ class GatewayServer:
                 self.stop()
                 raise HarnessError(f"the gateway did not start within {self.config.start_timeout_s} s")
             time.sleep(0.005)
-        if self.config.session_ttl_s is not None:
+        if self.config.idle_ttl_s is not None or self.config.max_lifetime_s is not None:
             self._stopping.clear()
             self._reaper = threading.Thread(target=self._reap, name=f"gateway-reaper-{self._port}",
                                             daemon=True)

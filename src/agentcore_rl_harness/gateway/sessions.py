@@ -4,16 +4,23 @@ A session key is what the agent sends as its API key. Keys are unguessable when 
 A finished session stays known as closed, so a late request with its key is refused instead of
 silently starting a new session.
 
-Lifecycle limits (`SessionLimits`): `max_turns` caps the model requests of a session (the next
-one is refused with `TurnLimitError`, HTTP 429); `context_budget_tokens` bounds prompt + reply of
-each turn (applied in `turn.py`); `ttl_s` bounds how long a session may stay open. `reap_expired`
-(called by the server's reaper thread) closes sessions past their TTL: their traces are kept as a
-`FinishedSession` with `metadata["reaped"] = True`, returned by `finish` and listed by `reaped()`
-until collected, and their key is refused from then on.
+Lifecycle limits (`records.SessionLimits`, defaults sized for 8-hour sessions): `max_turns` caps
+the model requests of a session (the next one is refused with `TurnLimitError`, HTTP 429);
+`context_budget_tokens` bounds prompt + reply of each turn (applied in `turn.py`); `idle_ttl_s`
+ends a session that made no request for that long (a turn being sampled is activity);
+`max_lifetime_s` ends a session that long after it opened. An expired session is reaped: the
+request that finds it expired is refused (`SessionExpiredError`, HTTP 401 `session_expired`), and
+`reap_expired` (the server's reaper thread) closes expired sessions whose turns have all ended.
+A reaped session's traces are kept as a `FinishedSession` with `metadata["reaped"] = True`,
+returned by `finish` and listed by `reaped()` until collected; its key is refused from then on.
+
+Every limit a session hits is named in `metadata["limits_hit"]` (session and each trace), so the
+rollout record says why a session ended short.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 import time
@@ -22,9 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError, HarnessError
-from ..records import SampleResult, SamplingParams, Trace, Usage
+from ..records import SampleResult, SamplingParams, SessionLimits, Trace, Usage
 from .rendering import ParsedReply, Renderer
 from .trajectory import HISTORY_MODES, PromptPlan, Turn, TurnTree, chain_metadata
+
+__all__ = [
+    "LIMIT_NAMES", "FinishedSession", "Session", "SessionClosedError", "SessionError",
+    "SessionExistsError", "SessionExpiredError", "SessionLimits", "SessionStore", "TurnLimitError",
+    "UnknownSessionError",
+]
 
 MAX_SESSION_ID_LENGTH = 256
 
@@ -49,13 +62,12 @@ class TurnLimitError(SessionError):
     """The session used all the turns its limits allow."""
 
 
-@dataclass(frozen=True)
-class SessionLimits:
-    """Per-session bounds; None means unlimited."""
+class SessionExpiredError(SessionClosedError):
+    """The session was idle longer than its idle TTL, or outlived its lifetime."""
 
-    max_turns: int | None = None
-    context_budget_tokens: int | None = None
-    ttl_s: float | None = None
+
+# The limit names recorded in `limits_hit`: the `gateway.*` config keys.
+LIMIT_NAMES = ("max_turns", "context_budget_tokens", "idle_ttl_s", "max_lifetime_s")
 
 
 @dataclass(frozen=True)
@@ -81,12 +93,13 @@ class Session:
     """One agent session: its sampling policy, limits and turn tree, behind a lock."""
 
     def __init__(self, session_id: str, sampling: SamplingParams, renderer: Renderer,
-                 limits: SessionLimits = SessionLimits(), opened_at: float = 0.0, *,
+                 limits: SessionLimits = SessionLimits(), clock: Callable[[], float] = time.monotonic, *,
                  history: str = "exact") -> None:
         self.session_id = session_id
         self.sampling = sampling
         self.limits = limits
-        self.opened_at = opened_at
+        self._clock = clock
+        self.opened_at = self.last_active = clock()
         self._tree = TurnTree(renderer, history=history)
         self._lock = threading.Lock()
         self._closed = False
@@ -95,6 +108,7 @@ class Session:
         self._responses: dict[str, tuple[dict[str, Any], ...]] = {}
         self._turns_started = 0
         self._in_flight = 0
+        self._limits_hit: set[str] = set()
         self._prompt_tokens = 0
         self._completion_tokens = 0
 
@@ -112,7 +126,29 @@ class Session:
     def plan(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None) -> PromptPlan:
         with self._lock:
             self._check_open()
+            self.last_active = self._clock()
             return self._tree.plan(messages, tools)
+
+    def expired(self, now: float) -> str | None:
+        """The limit (`idle_ttl_s` or `max_lifetime_s`) this session has outlived at `now`, if any.
+        A session with a turn being sampled is not idle."""
+        with self._lock:
+            lifetime, idle = self.limits.max_lifetime_s, self.limits.idle_ttl_s
+            if lifetime is not None and now - self.opened_at >= lifetime:
+                return "max_lifetime_s"
+            if idle is not None and not self._in_flight and now - self.last_active >= idle:
+                return "idle_ttl_s"
+            return None
+
+    @property
+    def turns_in_flight(self) -> int:
+        with self._lock:
+            return self._in_flight
+
+    def hit_limit(self, name: str) -> None:
+        """Note that the session ran into limit `name` (one of `LIMIT_NAMES`)."""
+        with self._lock:
+            self._limits_hit.add(name)
 
     def begin_turn(self) -> None:
         """Take a turn slot, or raise `TurnLimitError` when the session has used them all."""
@@ -120,16 +156,19 @@ class Session:
             self._check_open()
             cap = self.limits.max_turns
             if cap is not None and self._turns_started >= cap:
+                self._limits_hit.add("max_turns")
                 raise TurnLimitError(
                     f"session {self.session_id!r} reached its limit of {cap} turns; finish it "
-                    "and open a new one (the limit is GatewayConfig.max_turns)"
+                    "and open a new one (the limit is gateway.max_turns, --max-turns)"
                 )
             self._turns_started += 1
             self._in_flight += 1
+            self.last_active = self._clock()
 
     def end_turn(self) -> None:
         with self._lock:
             self._in_flight -= 1
+            self.last_active = self._clock()
 
     def record(self, plan: PromptPlan, sample: SampleResult, reply: ParsedReply, *,
                completion_text: str | None = None) -> Turn:
@@ -167,19 +206,28 @@ class Session:
         with self._lock:
             self._closed = True
 
-    def close(self, *, reaped: bool = False) -> FinishedSession:
+    def close(self, *, reaped: str | None = None) -> FinishedSession:
+        """Finish the session; `reaped` names the limit it expired by, when it did."""
         with self._lock:
             self._check_open()
             self._closed = True
             self._responses.clear()
+            if reaped is not None:
+                self._limits_hit.add(reaped)
             turns = self._tree.turns
             metadata = chain_metadata(turns)
             metadata["sampling_overrides"] = dict(sorted(self._overrides.items()))
             metadata.update(sorted(self._events.items()))
             metadata["turns_in_flight_at_finish"] = self._in_flight
-            metadata["reaped"] = reaped
+            metadata["reaped"] = reaped is not None
+            limits_hit = [name for name in LIMIT_NAMES if name in self._limits_hit]
+            metadata["limits_hit"] = limits_hit
+            traces = self._tree.traces()
+            if limits_hit:
+                traces = tuple(dataclasses.replace(t, metadata={**t.metadata, "limits_hit": limits_hit})
+                               for t in traces)
             return FinishedSession(
-                session_id=self.session_id, traces=self._tree.traces(), turns=len(turns),
+                session_id=self.session_id, traces=traces, turns=len(turns),
                 usage=Usage(self._prompt_tokens, self._completion_tokens), metadata=metadata,
             )
 
@@ -194,6 +242,10 @@ class SessionStore:
     ) -> None:
         if history not in HISTORY_MODES:
             raise ConfigError(f"history={history!r} is not a history mode; choose one of {', '.join(HISTORY_MODES)}")
+        try:
+            limits.check()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
         self._renderer = renderer
         self.history = history
         self._default_sampling = default_sampling
@@ -216,18 +268,22 @@ class SessionStore:
             if session_id in self._open or session_id in self._finished or session_id in self._reaped:
                 raise SessionExistsError(f"session {session_id!r} already exists")
             self._open[session_id] = Session(session_id, sampling or self._default_sampling,
-                                             self._renderer, self.limits, self._clock(), history=self.history)
+                                             self._renderer, self.limits, self._clock, history=self.history)
         return session_id
 
     def get(self, session_id: str) -> Session:
+        """The open session with this key; an expired one is refused (and reaped when idle)."""
         with self._lock:
             session = self._open.get(session_id)
             if session is not None:
-                return session
-            if session_id in self._reaped:
-                raise SessionClosedError(
-                    f"this session was reaped after its TTL of {self.limits.ttl_s} s; its key no "
-                    "longer works (the TTL is GatewayConfig.session_ttl_s)")
+                limit = session.expired(self._clock())
+                if limit is None:
+                    return session
+                self._reap(session, limit)
+                raise SessionExpiredError(self._expired_message(limit))
+            reaped = self._reaped.get(session_id)
+            if reaped is not None:
+                raise SessionExpiredError(self._expired_message(reaped.metadata["limits_hit"]))
             if session_id in self._finished:
                 raise SessionClosedError("this session is finished; its key no longer works")
             raise UnknownSessionError("unknown session key: open a session first (POST /admin/sessions)")
@@ -235,36 +291,54 @@ class SessionStore:
     def finish(self, session_id: str) -> FinishedSession:
         """Close the session and return its traces; later requests with its key are refused.
 
-        A session reaped after its TTL returns the traces it had when it was reaped."""
+        A session reaped as expired returns the traces it had when it was reaped."""
         with self._lock:
             reaped = self._reaped.pop(session_id, None)
             if reaped is not None:
                 self._finished.add(session_id)
                 return reaped
-            session = self.get(session_id)
+            session = self._open.get(session_id) or self.get(session_id)  # get raises why not
             finished = session.close()
             del self._open[session_id]
             self._finished.add(session_id)
         return finished
 
+    def _expired_message(self, limit: str | Sequence[str]) -> str:
+        if not isinstance(limit, str):  # a reaped session's limits_hit: the expiry is the last
+            limit = next(name for name in reversed(LIMIT_NAMES) if name in limit)
+        if limit == "idle_ttl_s":
+            why = f"made no request for {self.limits.idle_ttl_s:g} s (gateway.idle_ttl_s, --idle-ttl-s)"
+        else:
+            why = (f"reached its lifetime of {self.limits.max_lifetime_s:g} s "
+                   "(gateway.max_lifetime_s, --max-lifetime-s)")
+        return f"this session expired: it {why}; its key no longer works, open a new session"
+
+    def _reap(self, session: Session, limit: str) -> FinishedSession | None:
+        """Close an expired session (lock held), unless a turn is still being sampled: that
+        turn's tokens are recorded first, and a later reap closes it."""
+        if session.turns_in_flight:
+            return None
+        finished = session.close(reaped=limit)
+        del self._open[session.session_id]
+        self._reaped[session.session_id] = finished
+        return finished
+
     def reap_expired(self) -> list[FinishedSession]:
-        """Close every open session older than the TTL; returns what was reaped now."""
-        ttl = self.limits.ttl_s
-        if ttl is None:
+        """Close every open session past its idle TTL or lifetime; returns what was reaped now."""
+        if self.limits.idle_ttl_s is None and self.limits.max_lifetime_s is None:
             return []
         now = self._clock()
         reaped = []
         with self._lock:
-            for session_id, session in list(self._open.items()):
-                if now - session.opened_at >= ttl:
-                    finished = session.close(reaped=True)
-                    del self._open[session_id]
-                    self._reaped[session_id] = finished
+            for session in list(self._open.values()):
+                limit = session.expired(now)
+                finished = None if limit is None else self._reap(session, limit)
+                if finished is not None:
                     reaped.append(finished)
         return reaped
 
     def reaped(self) -> tuple[FinishedSession, ...]:
-        """Sessions reaped after their TTL whose traces nobody has collected with `finish` yet."""
+        """Sessions reaped as expired whose traces nobody has collected with `finish` yet."""
         with self._lock:
             return tuple(self._reaped.values())
 

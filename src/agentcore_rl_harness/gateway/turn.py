@@ -13,7 +13,7 @@ Context budget. A session's `context_budget_tokens` bounds prompt + reply of eve
 length of the trace row the turn extends). When the prompt leaves less room than `max_tokens`,
 `max_tokens` is lowered to what remains; when it leaves none, the turn ends at once with
 finish reason `length` and an empty reply, nothing is sampled or recorded, and the session counts
-`context_budget_exhausted`.
+`context_budget_exhausted`. Either way the session's `limits_hit` names `context_budget_tokens`.
 
 Context window. A prompt that leaves no room in the model's context window (`context_window`,
 when the gateway knows it) is refused with `ContextLengthError` (HTTP 400, code
@@ -128,11 +128,14 @@ def prepare_turn(
     if budget is not None:
         remaining = budget - len(plan.prompt_token_ids)
         exhausted = remaining <= 0
-        if not exhausted and remaining < params.max_tokens:
+        clamped = not exhausted and remaining < params.max_tokens
+        if clamped:
             params = dataclasses.replace(params, max_tokens=remaining)
     session.begin_turn()
     for name in overrides:
         session.count_override(name)
+    if budget is not None and (exhausted or clamped):
+        session.hit_limit("context_budget_tokens")
     if exhausted:
         session.count_event("context_budget_exhausted")
     return PreparedTurn(session=session, plan=plan, params=params,
