@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import secrets
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from types import TracebackType
 
 from ..errors import HarnessError
 from ..records import SamplingParams, SessionLimits
+from ..serving import ThreadedServer, bind_socket, url_host
 from .app import create_app
 from .rendering import Renderer
 from .sampling import SamplingBackend
@@ -83,8 +83,7 @@ class GatewayServer:
             admin_token=self.admin_token, max_body_bytes=config.max_body_bytes,
             context_window=config.context_window_tokens, lenient_history=config.lenient_history,
         )
-        self._server = None
-        self._thread: threading.Thread | None = None
+        self._serving: ThreadedServer | None = None
         self._port: int | None = None
         self._reaper: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -98,48 +97,27 @@ class GatewayServer:
     @property
     def base_url(self) -> str:
         """The OpenAI-compatible base URL, ending in `/v1`."""
-        host = self.config.host
-        host = f"[{host}]" if ":" in host else host
-        return f"http://{host}:{self.port}/v1"
+        return f"http://{url_host(self.config.host)}:{self.port}/v1"
 
     def start(self) -> "GatewayServer":
         """Bind, start serving on a background thread, and return once requests are accepted."""
-        import uvicorn
-
         from .http import CoalescingHttpProtocol
 
-        if self._thread is not None:
+        if self._serving is not None:
             raise HarnessError("the gateway is already started")
-        family = socket.AF_INET6 if ":" in self.config.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # uvloop and asyncio set TCP_NODELAY on every accepted socket as well (checked on
-        # uvloop 0.23); without it a write after a write would wait on the client's delayed ACK.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            sock.bind((self.config.host, self.config.port))
-        except OSError as exc:
-            sock.close()
-            raise HarnessError(
-                f"cannot bind the gateway to {self.config.host}:{self.config.port}: {exc}; "
-                "choose another port (0 picks a free one)"
-            ) from exc
+        sock = bind_socket(self.config.host, self.config.port, what="the gateway")
         self._port = sock.getsockname()[1]
         if self.config.gc_freeze:
             gc.collect()
             gc.freeze()
-        uvicorn_config = uvicorn.Config(self.app, http=CoalescingHttpProtocol, log_level="warning",
-                                        lifespan="off", access_log=False, timeout_graceful_shutdown=5)
-        self._server = server = uvicorn.Server(uvicorn_config)
-        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
-                                        name=f"gateway-{self._port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + self.config.start_timeout_s
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise HarnessError(f"the gateway did not start within {self.config.start_timeout_s} s")
-            time.sleep(0.005)
+        self._serving = ThreadedServer(self.app, sock, what="the gateway", http=CoalescingHttpProtocol,
+                                       thread_name=f"gateway-{self._port}",
+                                       start_timeout_s=self.config.start_timeout_s)
+        try:
+            self._serving.start()
+        except HarnessError:
+            self._serving = None
+            raise
         if self.config.idle_ttl_s is not None or self.config.max_lifetime_s is not None:
             self._stopping.clear()
             self._reaper = threading.Thread(target=self._reap, name=f"gateway-reaper-{self._port}",
@@ -157,11 +135,9 @@ class GatewayServer:
         if self._reaper is not None:
             self._reaper.join(timeout=10)
             self._reaper = None
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server, self._thread = None, None
+        if self._serving is not None:
+            self._serving.stop()
+        self._serving = None
 
     def __enter__(self) -> "GatewayServer":
         return self.start()

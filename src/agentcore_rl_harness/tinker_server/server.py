@@ -9,12 +9,12 @@ import logging
 import os
 import socket
 import sys
-import threading
 import time
 from pathlib import Path
 from types import TracebackType
 
 from ..errors import HarnessError
+from ..serving import ThreadedServer, bind_socket, url_host
 
 log = logging.getLogger("agentcore_rl_harness.tinker_server")
 
@@ -45,8 +45,7 @@ class TinkerServer:
         self.session_timeout_s = session_timeout_s
         self.engine = None
         self.futures = None
-        self._server = None
-        self._thread: threading.Thread | None = None
+        self._serving: ThreadedServer | None = None
         self._port: int | None = None
 
     @property
@@ -58,19 +57,20 @@ class TinkerServer:
     @property
     def base_url(self) -> str:
         """What to pass as `tinker.ServiceClient(base_url=...)` (or TINKER_BASE_URL)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"http://{url_host(self.host)}:{self.port}"
+
+    @property
+    def serving(self) -> bool:
+        return self._serving is not None and self._serving.alive
 
     def start(self) -> "TinkerServer":
         """Load the model, bind, serve on a background thread; returns once requests are accepted."""
-        import uvicorn
-
         from ..models import cache_dir, resolve_model
         from .app import create_app
         from .engine import Engine
         from .futures import FutureTable
 
-        if self._thread is not None:
+        if self._serving is not None:
             raise HarnessError("the Tinker server is already started")
         checkpoint_root = self.checkpoint_dir or cache_dir() / "tinker-checkpoints"
         self.engine = Engine(model_name=self.model, model_path=resolve_model(self.model),
@@ -80,45 +80,29 @@ class TinkerServer:
         app = create_app(engine=self.engine, futures=self.futures, api_key=self.api_key,
                          max_body_bytes=self.max_body_bytes, poll_wait_s=self.poll_wait_s,
                          session_timeout_s=self.session_timeout_s)
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
-                                timeout_graceful_shutdown=5)
-        self._server = server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
-                                        name=f"tinker-server-{self._port}", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + self.start_timeout_s
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise HarnessError(f"the Tinker server did not start within {self.start_timeout_s} s; "
-                                  "raise start_timeout_s on a loaded machine, or check its log for the error")
-            time.sleep(0.005)
+        self._serving = ThreadedServer(app, sock, what="the Tinker server",
+                                       thread_name=f"tinker-server-{self._port}",
+                                       start_timeout_s=self.start_timeout_s)
+        try:
+            self._serving.start()
+        except HarnessError:
+            self._serving = None
+            raise
         log.info("Tinker API at %s (checkpoints in %s)", self.base_url, checkpoint_root)
         return self
 
     def _bind(self) -> socket.socket:
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no delayed-ACK stalls on loopback
-        try:
-            sock.bind((self.host, self.requested_port))
-        except OSError as exc:
-            sock.close()
-            raise HarnessError(f"cannot bind the Tinker server to {self.host}:{self.requested_port}: {exc}; "
-                               "choose another port (0 picks a free one)") from exc
+        sock = bind_socket(self.host, self.requested_port, what="the Tinker server")
         self._port = sock.getsockname()[1]
         return sock
 
     def stop(self) -> None:
         """Stop serving and the worker. Safe to call twice."""
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._serving is not None:
+            self._serving.stop()
         if self.futures is not None:
             self.futures.close()
-        self._server, self._thread, self.futures = None, None, None
+        self._serving, self.futures = None, None
 
     def __enter__(self) -> "TinkerServer":
         return self.start()
@@ -140,7 +124,7 @@ def run_cli(*, model: str, host: str, port: int, api_key: str | None, checkpoint
     server.start()
     print(server.base_url, flush=True)
     try:
-        while server._thread is not None and server._thread.is_alive():
+        while server.serving:
             time.sleep(0.5)
     finally:
         server.stop()
