@@ -95,3 +95,15 @@ def test_task_validates_samples():
 def test_case_ids_are_readable():
     assert case_id("17", 0) == "row-17-s0"
     assert case_id("arith-003", 2) == "arith-003-s2"
+
+
+@pytest.mark.parametrize("name,text", [
+    ("data.jsonl", ""), ("data.jsonl", "\n \n"), ("data.csv", "id,split,x\n"), ("data.json", "[]"),
+])
+def test_an_empty_dataset_says_it_has_no_rows_and_how_to_fix_it(tmp_path, name, text):
+    (tmp_path / name).write_text(text)
+    with pytest.raises(DatasetError) as excinfo:
+        load_rows(_spec(tmp_path, dataset=name), "test")
+    message = str(excinfo.value)
+    assert f"{tmp_path / name} has no rows" in message
+    assert "@task(dataset=...)" in message

@@ -141,10 +141,18 @@ def _load_file(spec: TaskSpec, source: str, split: str) -> list[dict[str, Any]]:
         )
     from datasets import load_dataset
 
+    if not path.read_bytes().strip():
+        raise _no_rows(spec, path)
     try:
         data = load_dataset(builder, data_files=str(path), split="train")
     except Exception as exc:  # datasets raises many types; translate at the seam
-        raise DatasetError(f"task {spec.name}: cannot load {path}: {exc}") from exc
+        if "corresponds to no data" in str(exc):  # a CSV with a header only
+            raise _no_rows(spec, path) from exc
+        raise DatasetError(
+            f"task {spec.name}: cannot load {path}: {type(exc).__name__}: {exc}"
+        ) from exc
+    if len(data) == 0:
+        raise _no_rows(spec, path)
     all_rows = [_with_id(dict(row), index) for index, row in enumerate(data)]
     if spec.splits:
         wanted = spec.splits.get(split, split)
@@ -155,6 +163,14 @@ def _load_file(spec: TaskSpec, source: str, split: str) -> list[dict[str, Any]]:
             '"split": "train"|"test" to each row or pass @task(splits=...)'
         )
     return [row for row in all_rows if row.get("split") == split]
+
+
+def _no_rows(spec: TaskSpec, path: Path) -> DatasetError:
+    return DatasetError(
+        f"task {spec.name}: dataset file {path} has no rows; add one row per case (JSONL: one "
+        'JSON object per line, e.g. {"id": "q1", "split": "test", ...}) or point '
+        "@task(dataset=...) at a file that has them"
+    )
 
 
 def _load_hf(spec: TaskSpec, name: str, split: str) -> list[dict[str, Any]]:
