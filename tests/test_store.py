@@ -69,3 +69,69 @@ def test_trace_invariants_are_enforced():
 def test_missing_run_dir_is_a_clear_error(tmp_path):
     with pytest.raises(HarnessError, match="is .* a run directory"):
         read_rollouts(tmp_path / "nope")
+
+
+def test_a_value_json_cannot_hold_fails_that_rollout_and_never_raises(tmp_path):
+    store = RunStore(tmp_path)
+    bad = make_rollout("nan", result={"score": float("nan"), "ok": [1, float("-inf")]},
+                       reward=float("inf"), rewards={"ok": 1.0, "judge": float("nan")})
+    written = store.append(bad)
+    store.append(make_rollout("after"))
+    store.close()
+    assert written.status is Status.TASK_FAILED and written.success is False
+    assert written.reward is None and written.rewards == {"ok": 1.0}
+    for said in ("reward = inf", "rewards['judge'] = nan", "result.score = nan", "result.ok[1] = -inf"):
+        assert said in written.error
+    rollouts = read_rollouts(tmp_path)
+    assert [r.row_id for r in rollouts] == ["nan", "after"]
+    assert rollouts[0] == written
+    assert rollouts[0].result == {"score": "nan", "ok": [1, "-inf"]}  # kept, as text
+    assert rollouts[0].traces == written.traces  # the sampled tokens are not lost
+
+
+def test_objects_and_lone_surrogates_are_stored_as_text_and_failures_keep_their_status(tmp_path):
+    store = RunStore(tmp_path)
+    written = store.append(make_rollout("x", status=Status.AGENT_ERROR, success=False,
+                                        error="agent said no", result={"o": object(), "s": "\ud800"}))
+    store.close()
+    assert written.status is Status.AGENT_ERROR  # a failure stays the failure it was
+    assert written.error.startswith("agent said no; ")
+    assert "result.o is a object object" in written.error and "result.s has a lone surrogate" in written.error
+    assert read_rollouts(tmp_path)[0].result["s"] == "\\ud800"
+
+
+def test_numpy_numbers_are_plain_numbers_not_failures(tmp_path):
+    import numpy as np
+
+    store = RunStore(tmp_path)
+    written = store.append(make_rollout("np", result={"x": np.float32(0.5), "n": np.int64(3)}))
+    store.close()
+    assert written.status is Status.COMPLETED and written.error is None
+    assert read_rollouts(tmp_path)[0].result == {"x": 0.5, "n": 3}
+
+
+def test_parquet_holds_any_mix_of_result_types(tmp_path):
+    import datasets
+
+    from agentcore_rl_harness.store import write_parquet
+
+    results = [{"answer": 3}, {"answer": "three"}, {"answer": [3, "x"]}, None, {"other": {"k": 1}}]
+    rollouts = [make_rollout(f"r{i}", result=result) for i, result in enumerate(results)]
+    path = write_parquet(tmp_path, rollouts)
+    loaded = datasets.Dataset.from_parquet(str(path))
+    assert len(loaded) == len(results)
+    assert [json.loads(text) for text in loaded["result"]] == results
+    assert loaded[0]["traces"][0]["token_ids"] == [1, 2, 3, 4]
+    assert json.loads(loaded[0]["traces"][0]["metadata"]) == {}
+    assert json.loads(loaded[0]["rewards"]) == {"ok": 1.0}
+
+
+def test_parquet_of_rollouts_with_no_rewards_and_no_traces(tmp_path):
+    import datasets
+
+    from agentcore_rl_harness.store import write_parquet
+
+    rollouts = [make_rollout(f"r{i}", rewards={}, reward=None, traces=(), result=None)
+                for i in range(2)]
+    loaded = datasets.Dataset.from_parquet(str(write_parquet(tmp_path, rollouts)))
+    assert loaded["rewards"] == ["{}", "{}"] and loaded["traces"] == [[], []]

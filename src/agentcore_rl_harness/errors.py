@@ -1,5 +1,9 @@
 """Exceptions the harness raises. Third-party errors are translated at the seam into these."""
 
+import traceback
+
+ERROR_TEXT_LIMIT = 4000
+
 
 class HarnessError(Exception):
     """Base class: something the harness itself could not do (an infrastructure failure)."""
@@ -31,3 +35,18 @@ class RuntimeStartError(HarnessError):
 
 class MissingDependencyError(HarnessError, ImportError):
     """An optional dependency is not installed; the message says what to pip install."""
+
+
+class RewardError(ValueError):
+    """A reward that is not a finite number. The task's fault: the rollout is `task_failed`."""
+
+
+def failure_text(exc: BaseException, summary: str | None = None) -> str:
+    """How task code failed: a verdict (AssertionError, RewardError) as its message; any other
+    exception (a bug in the task's payload, rewards or body) with its traceback's tail."""
+    head = (summary or f"{type(exc).__name__}: {exc}")[:ERROR_TEXT_LIMIT]
+    if isinstance(exc, (AssertionError, RewardError)):
+        return head
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    room = ERROR_TEXT_LIMIT - len(head) - 1
+    return f"{head}\n{trace[-room:]}" if room > 0 else head

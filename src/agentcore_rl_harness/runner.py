@@ -17,7 +17,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from .config import HarnessConfig
-from .errors import ConfigError, HarnessError
+from .errors import ConfigError, HarnessError, failure_text
 from .records import SessionOutcome, Status
 from .run.cases import Case, Episode, case_seed
 from .runtimes.base import AgentRef, AgentRuntime
@@ -82,6 +82,41 @@ def check_public_gateway_url(url: str) -> str:
             "AgentCore)"
         )
     return url
+
+
+# Gateway refusals (4xx) that are the agent's doing: a failure after one stays the agent's.
+AGENT_SIDE_EVENTS = ("context_length_exceeded", "context_budget_exhausted")
+
+
+def attribute_failure(outcome: SessionOutcome, metadata: dict[str, Any]) -> SessionOutcome:
+    """Whose fault a failed session is, from the gateway's session events.
+
+    An agent that failed (or timed out) after the gateway itself failed one of its requests
+    (5xx: a sampler or gateway error, counted as `gateway_errors`) did not get a fair chance:
+    that is an infrastructure error. A failure after a refusal the agent caused (a prompt over
+    the model's context, a 4xx) stays the agent's, even if 5xx errors happened too.
+    """
+    if outcome.status not in (Status.AGENT_ERROR, Status.TIMEOUT):
+        return outcome
+    gateway_errors = int(metadata.get("gateway_errors", 0) or 0)
+    agent_side = {name: int(metadata.get(name, 0) or 0) for name in AGENT_SIDE_EVENTS}
+    agent_side = {name: count for name, count in agent_side.items() if count}
+    if agent_side:
+        said = ", ".join(f"{name} x{count}" for name, count in agent_side.items())
+        return SessionOutcome(
+            status=outcome.status, result=outcome.result,
+            error=f"{outcome.error} (the gateway refused this session's requests: {said})",
+            elapsed_s=outcome.elapsed_s,
+        )
+    if gateway_errors:
+        return SessionOutcome(
+            status=Status.INFRA_ERROR,
+            result=outcome.result,
+            error=f"the gateway failed {gateway_errors} request(s) of this session "
+            f"(sampler or gateway error; see the log); the agent then reported: {outcome.error}",
+            elapsed_s=outcome.elapsed_s,
+        )
+    return outcome
 
 
 def new_session_id() -> str:
@@ -281,31 +316,10 @@ class Harness:
         }
         started = time.monotonic()
         try:
-            payload = build_payload(case.spec, case.row, rollout_info)
-            outcome = await self.runtime.run_session(
-                agent=AgentRef(task=case.spec.name, agent=case.spec.agent_path()),
-                session_id=session_id,
-                payload=payload,
-                timeout_s=cfg.eval.timeout_s,
-            )
-        except HarnessError as exc:
-            outcome = SessionOutcome(
-                status=Status.INFRA_ERROR,
-                result=None,
-                error=f"{type(exc).__name__}: {exc}",
-                elapsed_s=time.monotonic() - started,
-            )
+            outcome = await self._invoke(case, session_id, rollout_info, started)
         finally:
             finished = self.gateway.sessions.finish(session_id)
-        gateway_errors = int(finished.metadata.get("gateway_errors", 0) or 0)
-        if gateway_errors and outcome.status in (Status.AGENT_ERROR, Status.TIMEOUT):
-            outcome = SessionOutcome(
-                status=Status.INFRA_ERROR,
-                result=outcome.result,
-                error=f"the gateway failed {gateway_errors} request(s) of this session "
-                f"(sampler or gateway error; see the log); the agent then reported: {outcome.error}",
-                elapsed_s=outcome.elapsed_s,
-            )
+        outcome = attribute_failure(outcome, finished.metadata)
         return Episode(
             case=case,
             session_id=session_id,
@@ -315,6 +329,34 @@ class Harness:
             usage=finished.usage,
             session_metadata=dict(finished.metadata),
         )
+
+    async def _invoke(
+        self, case: Case, session_id: str, rollout_info: dict[str, Any], started: float
+    ) -> SessionOutcome:
+        """Build the payload (task code: its errors fail the task) and run the agent session."""
+        try:
+            payload = build_payload(case.spec, case.row, rollout_info)
+        except Exception as exc:  # the task's payload callable or its row: the task's fault
+            return SessionOutcome(
+                status=Status.TASK_FAILED,
+                result=None,
+                error="building the invoke payload failed: " + failure_text(exc),
+                elapsed_s=time.monotonic() - started,
+            )
+        try:
+            return await self.runtime.run_session(
+                agent=AgentRef(task=case.spec.name, agent=case.spec.agent_path()),
+                session_id=session_id,
+                payload=payload,
+                timeout_s=self.config.eval.timeout_s,
+            )
+        except HarnessError as exc:
+            return SessionOutcome(
+                status=Status.INFRA_ERROR,
+                result=None,
+                error=f"{type(exc).__name__}: {exc}",
+                elapsed_s=time.monotonic() - started,
+            )
 
     def live_sessions(self) -> int:
         return int(getattr(self.runtime, "live_sessions", 0) or 0)

@@ -7,14 +7,16 @@ Used for pytest items (where pytest calls the body) and for rollouts the harness
 from __future__ import annotations
 
 import inspect
+import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import ERROR_TEXT_LIMIT, RewardError, failure_text
 from .records import Rollout, Status, Trace, Usage
 from .run.cases import Case, Episode
 
-ERROR_TEXT_LIMIT = 4000
 # Fixtures a task body may use when the harness scores a rollout itself (outside a pytest item).
 OFFLINE_FIXTURES = ("rollout", "row", "agentcore_rl_config", "gateway")
 
@@ -65,17 +67,56 @@ class RolloutHandle:
         )
 
 
+def check_reward(name: str, value: Any) -> float:
+    """`value` as a float, or a `RewardError` naming the reward and the value."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise RewardError(
+            f"reward {name} is {value!r} ({type(value).__name__}); a reward must be a finite "
+            "number (int or float)"
+        )
+    number = float(value)
+    if not math.isfinite(number):
+        raise RewardError(
+            f"reward {name} is {number!r}; a reward must be a finite number, not NaN or inf"
+        )
+    return number
+
+
 def apply_rewards(handle: RolloutHandle, case: Case, call: Caller) -> None:
     """Run the task's reward functions; their weighted sum becomes `handle.reward`."""
     total = 0.0
     for reward_fn in case.spec.rewards:
-        value = call(reward_fn.fn, handle, dict(case.row))
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"reward {reward_fn.name} returned {value!r}; a reward must be a number")
-        handle.rewards[reward_fn.name] = float(value)
-        total += reward_fn.weight * float(value)
+        value = check_reward(reward_fn.name, call(reward_fn.fn, handle, dict(case.row)))
+        handle.rewards[reward_fn.name] = value
+        total += reward_fn.weight * value
     if case.spec.rewards:
-        handle.reward = total
+        handle.reward = check_reward("(weighted sum)", total)
+
+
+def check_handle_rewards(handle: RolloutHandle) -> None:
+    """After the test body (which may set `rollout.reward` / `rollout.rewards`): every reward is
+    a finite number. Bad values are removed from the handle (never recorded) and reported."""
+    problems = drop_bad_rewards(handle)
+    if problems:
+        raise RewardError("; ".join(problems))
+
+
+def drop_bad_rewards(handle: RolloutHandle) -> list[str]:
+    """Remove rewards that are not finite numbers from `handle`; say what each one was."""
+    problems = []
+    if handle.reward is not None:
+        try:
+            handle.reward = check_reward("rollout.reward", handle.reward)
+        except RewardError as exc:
+            handle.reward = None
+            problems.append(str(exc))
+    for name, value in list(handle.rewards.items()):
+        try:
+            handle.rewards[name] = check_reward(str(name), value)
+        except RewardError as exc:
+            del handle.rewards[name]
+            problems.append(str(exc))
+    return problems
 
 
 def offline_arguments(case: Case, handle: RolloutHandle, fixtures: dict[str, Any]) -> dict:
@@ -105,8 +146,10 @@ def score_offline(case: Case, handle: RolloutHandle, call: Caller, fixtures: dic
     try:
         apply_rewards(handle, case, call)
         call(case.spec.fn, **offline_arguments(case, handle, fixtures))
+        check_handle_rewards(handle)
     except Exception as exc:  # the task's own verdict (AssertionError) or its bug: both fail it
-        return Verdict(Status.TASK_FAILED, f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT], False)
+        drop_bad_rewards(handle)  # never record a NaN the body set before it failed
+        return Verdict(Status.TASK_FAILED, failure_text(exc), False)
     return Verdict(Status.COMPLETED, None, True)
 
 

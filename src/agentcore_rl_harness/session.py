@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from .config import ComposedConfig, ReportConfig, compose_config, default_config_source
-from .errors import HarnessError
+from .errors import ERROR_TEXT_LIMIT, HarnessError
 from .progress import POLL_S, Progress, Terminal, choose_style
 from .records import Rollout, Status
 from .reports import render
@@ -36,13 +36,15 @@ from .reports.compare import check_gates
 from .reports.load import load_report, read_discarded
 from .reports.model import Report
 from .runner import Case, Episode, Harness
-from .scoring import RolloutHandle, Verdict, apply_rewards, make_rollout, score_offline
-from .store import RunStore, default_run_dir, read_rollouts
+from .scoring import (
+    RolloutHandle, Verdict, apply_rewards, check_handle_rewards, drop_bad_rewards, failure_text,
+    make_rollout, score_offline,
+)
+from .store import RunStore, default_run_dir, json_safe, read_rollouts, write_parquet
 from .tasks import TaskSpec, load_rows
 
 MODES = ("eval", "collect", "train", "run")
 SESSION_KEY = pytest.StashKey["RunSession"]()
-ERROR_TEXT_LIMIT = 4000
 from .reports.model import ITEM_PHASE  # noqa: E402  (the phase of the pytest items per mode)
 
 
@@ -304,7 +306,7 @@ class RunSession:
         return rollout
 
     def _record(self, rollout: Rollout) -> None:
-        self.store.append(rollout)
+        rollout = self.store.append(rollout)  # as written: an unstorable value fails the rollout
         self.rollouts.append(rollout)
         self.progress.rollout_scored(rollout.success)
 
@@ -346,8 +348,14 @@ class RunSession:
             raise HarnessError(f"infrastructure error in rollout: {handle.error}")
         if handle.status is not Status.COMPLETED:
             pytest.fail(f"{handle.status.value}: {handle.error}", pytrace=False)
+        unstorable: list[str] = []
+        json_safe(handle.result, "result", unstorable)
+        if unstorable:  # the record could not hold it: fail here, as the record will say
+            pytest.fail("the agent's result holds values strict JSON cannot store: "
+                        + "; ".join(unstorable), pytrace=False)
         apply_rewards(handle, self.pending[nodeid].case, self._call)
         self._call(function, **arguments)
+        check_handle_rewards(handle)  # the body may have set a NaN / non-numeric reward
 
     def _call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a sync or async task function; coroutines run on the harness's event loop."""
@@ -380,6 +388,7 @@ class RunSession:
                                       episode=None, handle=None, verdict=verdict, step=None))
             return
         handle = pending.handle or RolloutHandle(episode)
+        drop_bad_rewards(handle)  # a failed body may have left a bad reward on the handle
         status, error = handle.status, handle.error
         if status is Status.INFRA_ERROR or self.training_error:
             self.infra_errors += 1
@@ -427,6 +436,10 @@ class RunSession:
                 self.harness.close()
         finally:
             self.store.close()
+        if self.store.write_errors:
+            self.infra_errors += len(self.store.write_errors)
+            self.write(f"agentcore-rl: {len(self.store.write_errors)} rollout(s) could not be "
+                       f"written to {self.store.run_dir}: {self.store.write_errors[0]}")
         if not write_reports:
             return exitstatus
         self.report = build_report(
@@ -483,11 +496,13 @@ class RunSession:
         self.write(f"agentcore-rl: saved baseline {self.save_baseline!r} to {path}")
 
     def _save_dataset(self) -> None:
-        from datasets import Dataset
-
-        records = [r.to_json() for r in self.rollouts if r.status is not Status.INFRA_ERROR]
-        if records:
-            Dataset.from_list(records).to_parquet(str(self.store.run_dir / "rollouts.parquet"))
+        kept = [r for r in self.rollouts if r.status is not Status.INFRA_ERROR]
+        try:
+            write_parquet(self.store.run_dir, kept)
+        except Exception as exc:  # pyarrow / datasets: rollouts.jsonl still holds every rollout
+            self.infra_errors += 1
+            self.write(f"agentcore-rl collect: cannot write rollouts.parquet "
+                       f"({type(exc).__name__}: {exc}); rollouts.jsonl has every rollout")
 
     def summary_lines(self) -> list[str]:
         if self.report is None:
@@ -580,7 +595,9 @@ def _episode_or_failure(
 def _error_text(call: pytest.CallInfo) -> str | None:
     if call.excinfo is None:
         return None
-    return call.excinfo.exconly()[:ERROR_TEXT_LIMIT]
+    if call.excinfo.errisinstance(pytest.fail.Exception):  # pytest.fail("why"): the why is enough
+        return call.excinfo.exconly()[:ERROR_TEXT_LIMIT]
+    return failure_text(call.excinfo.value, summary=call.excinfo.exconly())
 
 
 def _git_sha(rootdir: Path) -> str | None:

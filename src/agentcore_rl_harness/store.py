@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
+import math
+import numbers
 import os
 import threading
 from datetime import datetime, timezone
@@ -12,8 +15,9 @@ from typing import Any
 import yaml
 
 from .errors import HarnessError
-from .records import Rollout
+from .records import Rollout, Status
 
+log = logging.getLogger(__name__)
 ROLLOUTS = "rollouts.jsonl"
 DISCARDED = "rollouts.discarded.jsonl"
 RUN_INFO = "run.json"
@@ -30,6 +34,7 @@ class RunStore:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir).resolve()
         self._lock = threading.Lock()
+        self.write_errors: list[str] = []
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -65,15 +70,124 @@ class RunStore:
             os.replace(temporary, self.run_dir / ROLLOUTS)
             self._file = open(self.run_dir / ROLLOUTS, "a", encoding="utf-8")
 
-    def append(self, rollout: Rollout) -> None:
-        line = json.dumps(rollout.to_json(), ensure_ascii=False, allow_nan=False)
+    def append(self, rollout: Rollout) -> Rollout:
+        """Write one record and flush it; return the rollout as written.
+
+        Never raises for what the record holds (it runs inside pytest hooks): a value strict JSON
+        cannot hold (NaN, inf, an object, a lone surrogate) is written in a safe form and the
+        rollout is marked `task_failed` with a message naming the field. A failed write (disk
+        full) is kept in `write_errors` for the caller to report; the rollout stays in memory.
+        """
+        rollout, line = encode_rollout(rollout)
         with self._lock:
-            self._file.write(line + "\n")
-            self._file.flush()
+            try:
+                self._file.write(line + "\n")
+                self._file.flush()
+            except OSError as exc:
+                self.write_errors.append(f"{rollout.task}/{rollout.row_id}: {exc}")
+                log.error("cannot write rollout %s/%s to %s: %s", rollout.task, rollout.row_id,
+                          self.run_dir / ROLLOUTS, exc)
+        return rollout
 
     def close(self) -> None:
         with self._lock:
             self._file.close()
+
+
+def write_parquet(run_dir: Path, rollouts: list[Rollout]) -> Path | None:
+    """`rollouts.parquet` (a HF `datasets` dataset) of the rollouts `collect` gathered.
+
+    Parquet columns need one type across rows, but an agent's `result`, the `rewards` by name
+    and a trace's `metadata` may be any JSON, differently shaped per rollout (or empty, which
+    parquet cannot store as a struct): those are stored as JSON text (`json.loads` them); every
+    other column is as in rollouts.jsonl.
+    """
+    from datasets import Dataset
+
+    records = []
+    for rollout in rollouts:
+        data = json.loads(encode_rollout(rollout)[1])
+        data["result"] = json.dumps(data["result"], ensure_ascii=False)
+        data["rewards"] = json.dumps(data["rewards"], ensure_ascii=False)
+        for trace in data["traces"]:
+            trace["metadata"] = json.dumps(trace["metadata"], ensure_ascii=False)
+        records.append(data)
+    if not records:
+        return None
+    path = Path(run_dir) / "rollouts.parquet"
+    Dataset.from_list(records).to_parquet(str(path))
+    return path
+
+
+def encode_rollout(rollout: Rollout) -> tuple[Rollout, str]:
+    """The record's JSON line. Values strict JSON cannot hold become strings (non-finite numbers
+    in `reward`/`rewards` are dropped) and the rollout is failed, naming each one."""
+    try:
+        line = json.dumps(rollout.to_json(), ensure_ascii=False, allow_nan=False)
+        line.encode("utf-8")
+        return rollout, line
+    except (TypeError, ValueError):
+        pass  # some value cannot be stored as it is: find and replace each one below
+    problems: list[str] = []
+    reward = rollout.reward
+    if reward is not None and not _finite_number(reward):
+        problems.append(f"reward = {reward!r}")
+        reward = None
+    rewards = {}
+    for name, value in rollout.rewards.items():
+        if _finite_number(value):
+            rewards[str(name)] = value
+        else:
+            problems.append(f"rewards[{name!r}] = {value!r}")
+    data = rollout.replace(reward=reward, rewards=rewards).to_json()
+    data = json_safe(data, "", problems)
+    if not problems:  # only numbers of other types (numpy), now plain floats and ints
+        return Rollout.from_json(data), json.dumps(data, ensure_ascii=False, allow_nan=False)
+    status = Status(data["status"])
+    if status is Status.COMPLETED:
+        status = Status.TASK_FAILED
+    note = (
+        "the record held values strict JSON cannot store: " + "; ".join(problems)
+        + " (rewards must be finite numbers; other values are stored as their text)"
+    )
+    error = f"{data['error']}; {note}" if data.get("error") else note
+    data.update(status=status.value, error=error, success=False if status is Status.TASK_FAILED
+                else data["success"])
+    return Rollout.from_json(data), json.dumps(data, ensure_ascii=False, allow_nan=False)
+
+
+def _finite_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def json_safe(value: object, path: str, problems: list[str]) -> object:
+    """`value` with everything strict JSON cannot hold replaced by its text; each is named."""
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        if math.isfinite(value):
+            return float(value)
+        problems.append(f"{path or 'value'} = {float(value)!r}")
+        return repr(float(value))
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            problems.append(f"{path or 'value'} has a lone surrogate")
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {
+            str(json_safe(key, f"{path}[{key!r}]", problems)):
+                json_safe(item, f"{path}.{key}" if path else str(key), problems)
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item, f"{path}[{index}]", problems) for index, item in enumerate(value)]
+    problems.append(f"{path or 'value'} is a {type(value).__name__} object")
+    return repr(value)
 
 
 def _drop_torn_tail(path: Path) -> None:
