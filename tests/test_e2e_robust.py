@@ -16,9 +16,10 @@ app = BedrockAgentCoreApp()
 @app.entrypoint
 def invoke(payload):
     rollout = payload["_rollout"]
-    client = OpenAI(base_url=rollout["base_url"], api_key=rollout["api_key"])
+    client = OpenAI(base_url=rollout["base_url"], api_key=rollout["api_key"], max_retries=0)
+    prompt = "word " * 9000 if payload.get("overflow") else "hi"  # the tiny model has 8192
     reply = client.chat.completions.create(
-        model=rollout["model_id"], messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+        model=rollout["model_id"], messages=[{"role": "user", "content": prompt}], max_tokens=2)
     n = payload["n"]
     if payload.get("nan_result"):
         return {"n": n, "score": float("nan")}
@@ -102,15 +103,15 @@ def test_nan_inf_and_non_numeric_rewards_fail_their_rollouts_and_all_16_are_writ
     assert report["overall"]["success_rate"]["n"] == 16
 
 
-def test_task_code_bugs_are_task_failures_and_collect_writes_parquet_for_mixed_results(
+def test_task_code_bugs_are_task_failures_context_overflow_is_the_agents_and_parquet_holds_mixed_results(
     pytester, tiny_model_dir
 ):
-    rows = [{"id": f"q{n}", "split": "train", "n": n} for n in range(4)]
+    rows = [{"id": f"q{n}", "split": "train", "n": n, "overflow": n == 4} for n in range(5)]
     _project(pytester, BUGGY_TASK, rows)
     result = _run(pytester, "collect")
     output = result.stdout.str()
-    assert result.ret == 0, output[-3000:]
-    result.assert_outcomes(passed=2, failed=2)
+    assert result.ret == 0, output[-3000:]  # no infrastructure error among them
+    result.assert_outcomes(passed=2, failed=3)
     by_row = {r["row_id"]: r for r in _records(pytester)}
     assert by_row["q1"]["status"] == "task_failed" and by_row["q1"]["turns"] == 0
     assert "building the invoke payload failed: ValueError: payload bug on purpose" in by_row["q1"]["error"]
@@ -120,8 +121,11 @@ def test_task_code_bugs_are_task_failures_and_collect_writes_parquet_for_mixed_r
     assert 'rollout.result["no_such_key"]' in by_row["q2"]["error"]  # the traceback's task line
     import datasets
 
+    # a prompt over the model's context: the gateway's 400 made the agent fail, its own fault
+    assert by_row["q4"]["status"] == "agent_error", by_row["q4"]
+    assert "context_length_exceeded" in by_row["q4"]["error"]
     parquet = datasets.Dataset.from_parquet(str(pytester.path / "run" / "rollouts.parquet"))
-    assert len(parquet) == 4
+    assert len(parquet) == 5
     results = {row["row_id"]: json.loads(row["result"]) for row in parquet}
     assert results["q0"]["answer"] == "0" and results["q3"]["answer"] == 3  # str and int mixed
     assert results["q1"] is None
