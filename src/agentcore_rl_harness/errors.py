@@ -31,3 +31,7 @@ class RuntimeStartError(HarnessError):
 
 class MissingDependencyError(HarnessError, ImportError):
     """An optional dependency is not installed; the message says what to pip install."""
+
+
+class ChoiceError(ConfigError, ValueError):
+    """A value is not one of its fixed choices (also a ValueError, for callers that catch that)."""
