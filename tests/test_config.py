@@ -142,3 +142,16 @@ def test_gateway_session_limits_are_config_with_the_records_defaults():
 def test_non_positive_gateway_limit_names_the_key():
     with pytest.raises(ConfigError, match=r"gateway.idle_ttl_s=0.0 must be > 0, or null"):
         compose_config(["gateway.idle_ttl_s=0"])
+
+
+def test_one_history_mode_vocabulary_with_one_wording():
+    from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer  # noqa: F401
+    from agentcore_rl_harness.gateway.trajectory import TurnTree
+    from agentcore_rl_harness.records import HISTORY_MODES, HistoryMode
+
+    assert HISTORY_MODES == ("exact", "template")
+    assert HistoryMode.parse("template") is HistoryMode.TEMPLATE
+    with pytest.raises(ConfigError, match=r"history='sometimes' is not a history mode; choose one of exact, template"):
+        TurnTree(renderer=None, history="sometimes")
+    with pytest.raises(ConfigError, match=r"gateway.history='sometimes' is not supported; valid choices: \['exact', 'template'\]"):
+        compose_config(["gateway.history=sometimes"])

@@ -24,7 +24,7 @@ from agentcore_rl_harness.standalone_gateway import run_standalone
     ({"sampler": "vllm"}, "needs --sampler-url"),
     ({"sampler": "sglang"}, "needs --sampler-url"),
     ({"sampler": "hf", "sampler_url": "http://x"}, "remote samplers only"),
-    ({"history": "sometimes"}, "unknown history mode"),
+    ({"history": "sometimes"}, "is not a history mode"),
 ])
 def test_bad_options_are_clear_errors(options, match):
     with pytest.raises(ConfigError, match=match):

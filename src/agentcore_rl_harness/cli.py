@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import HarnessError
-from .records import SessionLimits
+from .records import HISTORY_MODES, SessionLimits
 
 
 def _limit(kind: type, flag: str) -> Callable[[str], Any]:
@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     gateway.add_argument("--admin-token", default=None)
     gateway.add_argument("--sampler-model", default=None,
                          help="what the engine serves: vLLM's model name; Tinker's base model or tinker:// path (default: --model)")
-    gateway.add_argument("--history", default="exact", choices=["exact", "template"],
+    gateway.add_argument("--history", default="exact", choices=HISTORY_MODES,
                          help="a turn's prompt from the sampled ids (exact) or the template's re-rendering")
     gateway.add_argument("--gc-freeze", action="store_true", help="gc.freeze() once the model is loaded")
     limits = SessionLimits()

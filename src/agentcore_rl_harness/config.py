@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .records import SamplingParams, SessionLimits
+from .records import HISTORY_MODES, SamplingParams, SessionLimits
 
 PACKAGED_CONFIG_MODULE = "agentcore_rl_harness.conf"
 
@@ -256,7 +256,7 @@ class HarnessConfig:
 VALID_CHOICES = {
     "sampler.kind": ("hf",),
     "runtime.kind": ("local", "agentcore"),
-    "gateway.history": ("exact", "template"),
+    "gateway.history": HISTORY_MODES,
     "runtime.result_mode": ("inline", "s3"),
     "runtime.start_method": ("fork", "spawn"),
     "model.dtype": ("float32", "bfloat16", "float16"),

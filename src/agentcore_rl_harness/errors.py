@@ -37,6 +37,10 @@ class MissingDependencyError(HarnessError, ImportError):
     """An optional dependency is not installed; the message says what to pip install."""
 
 
+class ChoiceError(ConfigError, ValueError):
+    """A value is not one of its fixed choices (also a ValueError, for callers that catch that)."""
+
+
 class RewardError(ValueError):
     """A reward that is not a finite number. The task's fault: the rollout is `task_failed`."""
 

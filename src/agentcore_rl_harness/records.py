@@ -1,4 +1,4 @@
-"""Frozen records shared by every layer. Imports nothing of ours.
+"""Frozen records shared by every layer. Imports nothing of ours but `errors`.
 
 These are the RL vocabulary of the harness: what a sampler returns (`SampleResult`), what the
 gateway captures per session (`Trace`), and what the runner writes per episode (`Rollout`).
@@ -12,6 +12,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import ChoiceError
+
 SCHEMA_VERSION = 1
 
 
@@ -23,6 +25,27 @@ class Status(str, enum.Enum):
     TIMEOUT = "timeout"
     AGENT_ERROR = "agent_error"
     INFRA_ERROR = "infra_error"
+
+
+class HistoryMode(str, enum.Enum):
+    """How the gateway builds a turn's prompt from the session's earlier turns."""
+
+    EXACT = "exact"
+    """Reuse the token ids the sampler produced (what the policy saw is what trains)."""
+    TEMPLATE = "template"
+    """Re-render the history with the chat template (a changed rendering starts a new trace)."""
+
+    @classmethod
+    def parse(cls, value: "str | HistoryMode", *, key: str = "gateway.history") -> "HistoryMode":
+        """The mode `value` names; a ConfigError naming `key` and the choices otherwise."""
+        try:
+            return cls(value)
+        except ValueError:
+            choices = ", ".join(mode.value for mode in cls)
+            raise ChoiceError(f"{key}={value!r} is not a history mode; choose one of {choices}") from None
+
+
+HISTORY_MODES = tuple(mode.value for mode in HistoryMode)
 
 
 class FinishReason(str, enum.Enum):

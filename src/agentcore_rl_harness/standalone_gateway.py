@@ -18,7 +18,7 @@ from .errors import ConfigError
 from .records import SessionLimits
 from .gateway.rendering import ChatTemplateRenderer
 from .gateway.server import GatewayConfig, GatewayServer
-from .gateway.trajectory import HISTORY_MODES
+from .records import HistoryMode
 
 SAMPLERS = ("hf", "vllm", "sglang", "tinker")
 
@@ -67,8 +67,7 @@ def run_standalone(
 def _check_options(sampler: str, sampler_url: str | None, history: str) -> None:
     if sampler not in SAMPLERS:
         raise ConfigError(f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
-    if history not in HISTORY_MODES:
-        raise ConfigError(f"unknown history mode {history!r}; choose one of {', '.join(HISTORY_MODES)}")
+    HistoryMode.parse(history, key="--history")
     if sampler == "hf" and sampler_url is not None:
         raise ConfigError("--sampler-url applies to remote samplers only; the hf sampler is in-process")
     if sampler in ("vllm", "sglang") and not sampler_url:

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError, HarnessError
-from ..records import SampleResult, SamplingParams, SessionLimits, Trace, Usage
+from ..records import HistoryMode, SampleResult, SamplingParams, SessionLimits, Trace, Usage
 from .rendering import ParsedReply, Renderer
-from .trajectory import HISTORY_MODES, PromptPlan, Turn, TurnTree, chain_metadata
+from .trajectory import PromptPlan, Turn, TurnTree, chain_metadata
 
 __all__ = [
     "LIMIT_NAMES", "FinishedSession", "Session", "SessionClosedError", "SessionError",
@@ -240,8 +240,7 @@ class SessionStore:
         limits: SessionLimits = SessionLimits(), clock: Callable[[], float] = time.monotonic,
         history: str = "exact",
     ) -> None:
-        if history not in HISTORY_MODES:
-            raise ConfigError(f"history={history!r} is not a history mode; choose one of {', '.join(HISTORY_MODES)}")
+        history = HistoryMode.parse(history, key="history").value
         try:
             limits.check()
         except ValueError as exc:

@@ -46,7 +46,7 @@ from typing import Any
 
 import orjson
 
-from ..records import FinishReason, SampleResult, Trace
+from ..records import HISTORY_MODES, FinishReason, HistoryMode, SampleResult, Trace  # noqa: F401 (HISTORY_MODES re-exported)
 from .rendering import Message, ParsedReply, Renderer, message_key, normalize_messages
 
 
@@ -90,7 +90,6 @@ def _keys(messages: Sequence[Message]) -> list[tuple[Any, ...]]:
     return [message_key(m) for m in messages]
 
 
-HISTORY_MODES = ("exact", "template")
 
 # Renders a tree keeps (text by messages, tools and generation prompt): a turn's prompt render is
 # the next turn's render of the history before its reply, so each extending turn renders twice
@@ -120,10 +119,8 @@ class TurnTree:
     """
 
     def __init__(self, renderer: Renderer, *, history: str = "exact") -> None:
-        if history not in HISTORY_MODES:
-            raise ValueError(f"history={history!r} is not a history mode; choose one of {', '.join(HISTORY_MODES)}")
         self._renderer = renderer
-        self.history = history
+        self.history = HistoryMode.parse(history, key="history").value
         self._turns: list[Turn] = []
         self._renders: OrderedDict[bytes, str] = OrderedDict()
         self._render_text = getattr(renderer, "render_normalized", None) or getattr(renderer, "render", None)
