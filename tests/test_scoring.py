@@ -97,3 +97,71 @@ def test_an_assertion_is_the_verdict_without_a_traceback(tmp_path):
     verdict = score_offline(case, _handle(case), _call, {})
     assert verdict.error.startswith("AssertionError: wrong answer")
     assert "Traceback" not in verdict.error
+
+
+# -- the agent's own reward ------------------------------------------------------------------------
+
+
+def _agent_task(tmp_path, *, reward_from_agent, rewards=()):
+    def test_t(rollout, row):
+        pass
+
+    spec = task_spec(arl.task(dataset="d.jsonl", rewards=rewards,
+                              reward_from_agent=reward_from_agent)(test_t))
+    return Case(spec=spec, row={"id": "r1", "n": 2}, sample_index=0, phase="eval")
+
+
+@pytest.mark.parametrize("result,reward,rewards", [
+    ({"reward": 0.5}, 0.5, {"agent": 0.5}),
+    ({"rewards": [1.0]}, 1.0, {"agent": 1.0}),  # ART's usual shape
+    ({"rewards": [1.0, 0.5]}, 1.5, {"agent": 1.5, "agent[0]": 1.0, "agent[1]": 0.5}),
+    ({"rewards": {"exact": 1.0, "style": 0.25}}, 1.25,
+     {"agent": 1.25, "agent.exact": 1.0, "agent.style": 0.25}),
+    ({"rewards": 2}, 2.0, {"agent": 2.0}),
+    ({"reward": 0.0, "rewards": [1.0]}, 0.0, {"agent": 0.0}),  # `reward` is the total
+])
+def test_reward_from_agent_is_the_rollouts_reward(tmp_path, result, reward, rewards):
+    case = _agent_task(tmp_path, reward_from_agent=True)
+    handle = _handle(case, result)
+    verdict = score_offline(case, handle, _call, {})
+    assert verdict.status is Status.COMPLETED, verdict.error
+    assert handle.reward == reward and handle.rewards == rewards
+
+
+@pytest.mark.parametrize("result,said", [
+    ({"answer": 1}, "the agent's result has no `reward` or `rewards` (its keys: ['answer'])"),
+    ({"reward": float("nan")}, "reward agent reward is nan"),
+    ({"rewards": [1.0, "x"]}, "reward agent rewards[1] is 'x' (str)"),
+])
+def test_reward_from_agent_missing_or_bad_fails_the_task(tmp_path, result, said):
+    case = _agent_task(tmp_path, reward_from_agent=True)
+    handle = _handle(case, result)
+    verdict = score_offline(case, handle, _call, {})
+    assert verdict.status is Status.TASK_FAILED and said in verdict.error
+    assert handle.reward is None
+
+
+def test_the_agents_reward_is_recorded_when_the_task_computes_its_own(tmp_path):
+    @arl.reward
+    def exact(rollout, row):
+        return 0.0
+
+    case = _agent_task(tmp_path, reward_from_agent=False, rewards=[exact])
+    handle = _handle(case, {"rewards": [1.0]})
+    assert score_offline(case, handle, _call, {}).status is Status.COMPLETED
+    assert handle.reward == 0.0  # the task's judgement, not the agent's
+    assert handle.rewards == {"exact": 0.0, "agent": 1.0}
+
+
+def test_a_bad_self_score_does_not_fail_a_task_that_computes_its_own(tmp_path):
+    case = _agent_task(tmp_path, reward_from_agent=False)
+    handle = _handle(case, {"rewards": "great"})
+    assert score_offline(case, handle, _call, {}).status is Status.COMPLETED
+    assert handle.rewards == {} and handle.result == {"rewards": "great"}
+
+
+def test_reward_from_agent_with_reward_functions_or_a_reserved_name_is_refused():
+    with pytest.raises(ValueError, match="choose one source of the reward"):
+        arl.task(dataset="d.jsonl", reward_from_agent=True, rewards=[lambda rollout, row: 1.0])
+    with pytest.raises(ValueError, match="'agent' is reserved"):
+        arl.task(dataset="d.jsonl", rewards=[arl.reward(name="agent")(lambda rollout, row: 1.0)])

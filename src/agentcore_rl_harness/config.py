@@ -257,7 +257,7 @@ VALID_CHOICES = {
     "sampler.kind": ("hf",),
     "runtime.kind": ("local", "agentcore"),
     "gateway.history": HISTORY_MODES,
-    "runtime.result_mode": ("inline", "s3"),
+    "runtime.result_mode": ("inline", "s3", "start_get"),
     "runtime.start_method": ("fork", "spawn"),
     "model.dtype": ("float32", "bfloat16", "float16"),
     "report.progress": PROGRESS_STYLES,

@@ -250,6 +250,9 @@ class Harness:
             concurrency=runtime.concurrency,
             startup_timeout_s=runtime.startup_timeout_s,
             env_passthrough=tuple(runtime.env_passthrough),
+            result_mode=runtime.result_mode,
+            s3_bucket=runtime.s3_bucket,
+            exp_id=runtime.exp_id,
         )
 
     def _trainer_spec(self) -> Any:
@@ -304,7 +307,6 @@ class Harness:
         self.gateway.sessions.open(session_id=session_id, sampling=seeded)
         rollout_info = {
             "base_url": self.advertised_url,
-            "input_id": case.row_id,
             "model_id": self.model_id,
             "api_key": session_id,
             "sampling_params": {
@@ -345,7 +347,9 @@ class Harness:
             )
         try:
             return await self.runtime.run_session(
-                agent=AgentRef(task=case.spec.name, agent=case.spec.agent_path()),
+                agent=AgentRef(
+                    task=case.spec.name, agent=case.spec.agent_path(), input_id=case.row_id
+                ),
                 session_id=session_id,
                 payload=payload,
                 timeout_s=self.config.eval.timeout_s,

@@ -16,6 +16,7 @@ from typing import Any
 from .errors import ERROR_TEXT_LIMIT, RewardError, failure_text
 from .records import Rollout, Status, Trace, Usage
 from .run.cases import Case, Episode
+from .tasks import AGENT_REWARD
 
 # Fixtures a task body may use when the harness scores a rollout itself (outside a pytest item).
 OFFLINE_FIXTURES = ("rollout", "row", "agentcore_rl_config", "gateway")
@@ -82,8 +83,61 @@ def check_reward(name: str, value: Any) -> float:
     return number
 
 
+def agent_reward(result: dict[str, Any]) -> tuple[float | None, dict[str, float]]:
+    """The reward the agent reported in its result, and its parts by name.
+
+    `reward` (a number) is the total; else `rewards`: a number, a list of numbers (summed; the
+    parts are `agent[i]` when there are several) or a dict of numbers (summed; parts
+    `agent.<name>`). (None, {}) if the agent reported none.
+    """
+    raw = result.get("rewards")
+    parts: dict[str, float] = {}
+    if isinstance(raw, dict):
+        parts = {f"{AGENT_REWARD}.{k}": check_reward(f"agent rewards[{k!r}]", v) for k, v in raw.items()}
+    elif isinstance(raw, (list, tuple)):
+        values = [check_reward(f"agent rewards[{i}]", v) for i, v in enumerate(raw)]
+        parts = {f"{AGENT_REWARD}[{i}]": v for i, v in enumerate(values)} if len(values) > 1 else {}
+        total = sum(values)
+    if "reward" in result:
+        return check_reward("agent reward", result["reward"]), parts
+    if raw is None:
+        return None, {}
+    if isinstance(raw, dict):
+        return check_reward("agent rewards (sum)", sum(parts.values())), parts
+    if isinstance(raw, (list, tuple)):
+        return check_reward("agent rewards (sum)", total), parts
+    return check_reward("agent rewards", raw), parts
+
+
+def apply_agent_reward(handle: RolloutHandle, case: Case) -> None:
+    """Record the agent's own reward (`rewards['agent']`, parts beside it); with
+    `reward_from_agent` it is the rollout's reward, and a missing or bad one fails the task."""
+    spec = case.spec
+    try:
+        reported, parts = agent_reward(handle.result)
+    except RewardError:
+        if spec.reward_from_agent:
+            raise
+        return  # not the task's reward: a bad self-score is left in `result`, not recorded
+    if reported is not None:
+        handle.rewards[AGENT_REWARD] = reported
+        handle.rewards.update(parts)
+    if not spec.reward_from_agent:
+        return
+    if reported is None:
+        raise RewardError(
+            f"task {spec.name} takes its reward from the agent (reward_from_agent=True), but the "
+            f"agent's result has no `reward` or `rewards` (its keys: {sorted(handle.result)}); an "
+            "agent that saves its result only to S3 (agentcore-rl-toolkit's AgentCoreRLApp) "
+            "needs runtime.result_mode=s3"
+        )
+    handle.reward = reported
+
+
 def apply_rewards(handle: RolloutHandle, case: Case, call: Caller) -> None:
-    """Run the task's reward functions; their weighted sum becomes `handle.reward`."""
+    """The agent's own reward, then the task's reward functions, whose weighted sum becomes
+    `handle.reward` (with `reward_from_agent`, the agent's reward is `handle.reward`)."""
+    apply_agent_reward(handle, case)
     total = 0.0
     for reward_fn in case.spec.rewards:
         value = check_reward(reward_fn.name, call(reward_fn.fn, handle, dict(case.row)))

@@ -17,6 +17,7 @@ from typing import Any
 from .errors import DatasetError
 
 TASK_ATTR = "__agentcore_rl_task__"
+AGENT_REWARD = "agent"  # rewards[...] name of the reward the agent reported itself
 SPLITS = ("train", "test")
 
 
@@ -59,6 +60,7 @@ class TaskSpec:
     tags: tuple[str, ...]
     base_dir: Path
     fn: Callable[..., Any] = field(repr=False, compare=False)
+    reward_from_agent: bool = False
 
     def agent_path(self) -> str | None:
         """The agent as the local runtime needs it: a file path made absolute, or `module:app`."""
@@ -79,11 +81,27 @@ def task(
     splits: dict[str, str] | None = None,
     tags: Sequence[str] = (),
     name: str | None = None,
+    reward_from_agent: bool = False,
 ):
-    """Declare a task test: one case per dataset row x sample, `samples` cases form a group."""
+    """Declare a task test: one case per dataset row x sample, `samples` cases form a group.
+
+    `reward_from_agent=True`: the rollout's reward is the one the agent reported in its result
+    (`reward`, else `rewards`), instead of reward functions.
+    """
     if not isinstance(samples, int) or samples < 1:
         raise ValueError(f"@task(samples={samples!r}): samples must be an integer >= 1")
     reward_fns = tuple(r if isinstance(r, RewardFn) else reward(r) for r in rewards)
+    if reward_from_agent and reward_fns:
+        raise ValueError(
+            "@task(reward_from_agent=True, rewards=[...]): choose one source of the reward; the "
+            "agent's reward is still recorded (as rewards['agent']) when the task computes its own"
+        )
+    reserved = [r.name for r in reward_fns if r.name == AGENT_REWARD or r.name.startswith(AGENT_REWARD + ".")]
+    if reserved:
+        raise ValueError(
+            f"reward name {reserved[0]!r} is reserved for the agent's own reward; rename it "
+            "(@arl.reward(name=...))"
+        )
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         base_dir = Path(inspect.getfile(fn)).resolve().parent
@@ -98,6 +116,7 @@ def task(
             tags=tuple(tags),
             base_dir=base_dir,
             fn=fn,
+            reward_from_agent=bool(reward_from_agent),
         )
         setattr(fn, TASK_ATTR, spec)
         return fn

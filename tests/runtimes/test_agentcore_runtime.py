@@ -276,7 +276,7 @@ async def test_region_comes_from_the_arn_and_invokes_are_never_blindly_retried(a
     [
         ({"arns": {}}, "runtime.arns is empty"),
         ({"arns": {"*": "my-agent"}}, "not an AgentCore runtime ARN"),
-        ({"arns": {"*": ARN}, "result_mode": "sqs"}, "valid choices: \\['inline', 's3'\\]"),
+        ({"arns": {"*": ARN}, "result_mode": "sqs"}, "valid choices: \\['inline', 's3', 'start_get'\\]"),
         ({"arns": {"*": ARN}, "result_mode": "s3"}, "needs runtime.s3_bucket"),
         ({"arns": {"*": ARN}, "concurrency": 0}, "runtime.concurrency=0"),
     ],

@@ -35,6 +35,18 @@ def result_key(*, exp_id: str, input_id: str, session_id: str) -> str:
     return f"{exp_id}/{input_id}/{session_id}.json"
 
 
+def with_s3_target(
+    payload: dict[str, Any], *, exp_id: str, bucket: str, input_id: str, session_id: str
+) -> tuple[dict[str, Any], str]:
+    """`payload` whose `_rollout` asks for an S3 result (ART's exp_id, input_id, s3_bucket, plus
+    result_key and session_id), and that result's key."""
+    rollout = dict(payload.get("_rollout") or {})
+    rollout.setdefault("session_id", session_id)
+    key = result_key(exp_id=exp_id, input_id=input_id, session_id=session_id)
+    rollout.update(exp_id=exp_id, input_id=input_id, s3_bucket=bucket, result_key=key)
+    return {**payload, "_rollout": rollout}, key
+
+
 @dataclass
 class PollProgress:
     """What the poller saw for one session (for a useful timeout message)."""

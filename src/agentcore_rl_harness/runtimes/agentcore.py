@@ -3,8 +3,11 @@
 Per session: InvokeAgentRuntime (the harness session key is the runtime session id), then the
 result - the response body (`inline`: JSON, or the `data:` stream BedrockAgentCoreApp sends for
 generators, whose last event is the result) or an S3 object the agent writes later (`s3`, the
-agentcore-rl-toolkit contract, see `_s3_results.py`) - then StopRuntimeSession, on every exit
-path: success, failure, timeout, cancellation and `aclose()`.
+agentcore-rl-toolkit contract, see `_s3_results.py`), or (`start_get`) an addressable
+invocation the agent started in the background, read with `get` invokes on the same session
+until it ends (agentcore-rl-toolkit's `AgentCoreRuntimeApp`, see `_invocations.py`) - then
+StopRuntimeSession, on every exit path: success, failure, timeout, cancellation and `aclose()`.
+The S3 triple (`exp_id`, `input_id`, `s3_bucket`) is sent only in the `s3` mode.
 
 InvokeAgentRuntime is not idempotent: boto3's default retries ran one agent handler three times
 after a single 500. The clients built here never retry on their own
@@ -33,12 +36,13 @@ from typing import Any, Callable
 
 from ..errors import ConfigError, MissingDependencyError, RuntimeStartError
 from ..records import SessionOutcome, Status
+from . import _invocations as invocations
 from ._rate import TokenBucket
 from .base import AgentRef
 
 logger = logging.getLogger(__name__)
 
-RESULT_MODES = ("inline", "s3")
+RESULT_MODES = invocations.RESULT_MODES
 DEFAULT_ARN_KEY = "*"
 SESSION_ID_LENGTH = (33, 256)
 _ACCEPTED_STATES = ("accepted", "processing")
@@ -121,6 +125,7 @@ class AgentCoreRuntime:
             f"arl-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(4)}"
         )
         self.max_invoke_attempts = max_invoke_attempts
+        self._poll = (poll_initial_s, poll_max_s)
         self.retry_backoff_s = retry_backoff_s
         self.retry_backoff_max_s = retry_backoff_max_s
         self.stats: Counter[str] = Counter()
@@ -179,7 +184,7 @@ class AgentCoreRuntime:
                 try:
                     async with asyncio.timeout(timeout_s):
                         result = await self._session(
-                            arn, region, agent.task, session_id, payload, progress
+                            arn, region, agent, session_id, payload, progress
                         )
                 except TimeoutError:
                     return _outcome(
@@ -224,39 +229,44 @@ class AgentCoreRuntime:
         self,
         arn: str,
         region: str,
-        task: str,
+        agent: AgentRef,
         session_id: str,
         payload: dict[str, Any],
         progress: Any,
     ) -> dict[str, Any]:
-        body, key = self._payload_bytes(task, session_id, payload)
+        body, key = self._payload_bytes(agent, session_id, payload)
         reply = await self._invoke(arn, region, session_id, body)
         answer = self._calls.parse_result(reply)
-        if self._results is None:
-            return answer
-        if answer.get("status") not in _ACCEPTED_STATES:
-            logger.info(
-                "session %s answered with a result instead of accepting the S3 contract; "
-                "using the answer as the result",
-                session_id,
+        if self._results is not None and answer.get("status") in _ACCEPTED_STATES:
+            return await self._results.wait(str(answer.get("result_key") or key), progress)
+
+        async def get(invocation_id: str) -> Any:
+            request = json.dumps(invocations.get_payload(invocation_id)).encode()
+            return self._calls.parse_result(await self._invoke(arn, region, session_id, request))
+
+        try:
+            return await invocations.settle(
+                answer, get=get, ping=None, poll_initial_s=self._poll[0], poll_max_s=self._poll[1]
             )
-            return answer
-        return await self._results.wait(str(answer.get("result_key") or key), progress)
+        except invocations.InvocationFailed as failure:
+            raise self._calls.SessionFailed(Status.AGENT_ERROR, str(failure)) from None
 
     def _payload_bytes(
-        self, task: str, session_id: str, payload: dict[str, Any]
+        self, agent: AgentRef, session_id: str, payload: dict[str, Any]
     ) -> tuple[bytes, str | None]:
         rollout = dict(payload.get("_rollout") or {})
         rollout.setdefault("session_id", session_id)
-        key = None
+        payload, key = {**payload, "_rollout": rollout}, None
         if self.result_mode == "s3":
-            input_id = str(rollout.get("input_id") or task)
-            key = self._s3.result_key(exp_id=self.exp_id, input_id=input_id, session_id=session_id)
-            rollout.update(
-                exp_id=self.exp_id, input_id=input_id, s3_bucket=self.s3_bucket, result_key=key
+            payload, key = self._s3.with_s3_target(
+                payload, exp_id=self.exp_id, bucket=self.s3_bucket,
+                input_id=str(agent.input_id or rollout.get("input_id") or agent.task),
+                session_id=session_id,
             )
+        if self.result_mode == "start_get":
+            payload = invocations.start_payload(payload)
         try:
-            body = json.dumps({**payload, "_rollout": rollout}).encode()
+            body = json.dumps(payload).encode()
         except (TypeError, ValueError) as exc:
             raise ValueError(f"the payload of session {session_id} is not JSON: {exc}") from exc
         return body, key

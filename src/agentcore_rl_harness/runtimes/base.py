@@ -10,10 +10,16 @@ from ..records import SessionOutcome
 
 @dataclass(frozen=True)
 class AgentRef:
-    """Which agent serves a task: `agent` is a file path or `module:app` (local runtime)."""
+    """Which agent serves a task: `agent` is a file path or `module:app` (local runtime).
+
+    `input_id` (the dataset row id) names the case in S3 result keys; runtimes send it to the
+    agent only in the S3 result mode, with `exp_id` and `s3_bucket` (agentcore-rl-toolkit's
+    `AgentCoreRLApp` demands all three once one of them is present).
+    """
 
     task: str
     agent: str | None
+    input_id: str | None = None
 
 
 @runtime_checkable

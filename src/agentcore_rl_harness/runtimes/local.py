@@ -34,6 +34,7 @@ import signal
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ import httpx
 
 from ..errors import RuntimeStartError
 from ..records import SessionOutcome, Status
+from . import _invocations as invocations
 from ._results import ResultError, parse_invocation_body
 from ._zygote_pool import ForkedChild, ZygoteFailed, ZygotePool, read_tail
 from .base import AgentRef
@@ -125,12 +127,31 @@ class LocalRuntime:
         base_dir: str | os.PathLike[str] | None = None,
         kill_grace_s: float = 2.0,
         start_method: str = "fork",
+        result_mode: str = "inline",
+        s3_bucket: str | None = None,
+        exp_id: str | None = None,
     ) -> None:
         """`base_dir` is where session directories are created (default: the system temp dir).
 
         `start_method`: "fork" (sessions are forked from a per-agent zygote that imported the
         agent once) or "spawn" (a fresh interpreter per session); see the module docstring.
+        `result_mode`: "inline" (the answer is the result), "s3" (the agent is asked for an S3
+        result, which a loopback stand-in for S3 receives: `_result_sink.py`) or "start_get"
+        (a background invocation read back with `get`: `_invocations.py`).
         """
+        if result_mode not in invocations.RESULT_MODES:
+            raise ValueError(
+                f"result_mode must be one of {', '.join(invocations.RESULT_MODES)}, "
+                f"got {result_mode!r}"
+            )
+        self.result_mode = result_mode
+        self.s3_bucket = s3_bucket or "arl-local-results"
+        self.exp_id = exp_id or f"arl-local-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._sink: Any = None
+        if result_mode == "s3":
+            from ._result_sink import ResultSink
+
+            self._sink = ResultSink()
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if start_method not in START_METHODS:
@@ -189,6 +210,8 @@ class LocalRuntime:
         await asyncio.gather(*(self._terminate(child) for child in list(self._live)))
         if self._zygotes is not None:
             await self._zygotes.aclose()
+        if self._sink is not None:
+            self._sink.close()
 
     @property
     def live_sessions(self) -> int:
@@ -208,7 +231,8 @@ class LocalRuntime:
             try:
                 async with asyncio.timeout_at(deadline):
                     port = await self._start(session, spec, import_root)
-                    return await self._invoke(session, port, session_id, payload)
+                    payload, key = self._prepare(agent, session_id, payload)
+                    return await self._invoke(session, port, session_id, payload, key)
             except TimeoutError:
                 raise _AgentFailed(
                     Status.TIMEOUT,
@@ -233,6 +257,8 @@ class LocalRuntime:
         }
         if "LC_ALL" in os.environ:
             env["LC_ALL"] = os.environ["LC_ALL"]
+        if self._sink is not None:
+            env.update(self._sink.environment())
         for name in self.env_passthrough:
             if name in os.environ:
                 env[name] = os.environ[name]
@@ -319,8 +345,24 @@ class LocalRuntime:
                     pass  # not accepting yet; the loop checks whether the process died
                 await asyncio.sleep(0.02)
 
+    def _prepare(
+        self, agent: AgentRef, session_id: str, payload: dict[str, Any]
+    ) -> tuple[dict[str, Any], str | None]:
+        """The payload for this result mode, and the S3 key of the result (s3 mode)."""
+        if self.result_mode == "start_get":
+            return invocations.start_payload(payload), None
+        if self.result_mode != "s3":
+            return payload, None
+        from ._s3_results import with_s3_target
+
+        return with_s3_target(
+            payload, exp_id=self.exp_id, bucket=self.s3_bucket,
+            input_id=str(agent.input_id or agent.task), session_id=session_id,
+        )
+
     async def _invoke(
-        self, session: _Session, port: int, session_id: str, payload: dict[str, Any]
+        self, session: _Session, port: int, session_id: str, payload: dict[str, Any],
+        key: str | None = None,
     ) -> dict[str, Any]:
         # No per-request timeout: the session deadline (asyncio.timeout_at) governs.
         async with _loopback_client(port, timeout=None) as c:
@@ -332,13 +374,51 @@ class LocalRuntime:
                 raise await self._exited(
                     session, f"agent dropped the connection while answering ({exc!r})"
                 ) from None
-        if not 200 <= response.status_code < 300:
-            raise _AgentFailed(
-                Status.AGENT_ERROR,
-                f"agent returned HTTP {response.status_code}: {_error_text(response)}"
-                + _stderr_section(session),
+            if not 200 <= response.status_code < 300:
+                raise _AgentFailed(
+                    Status.AGENT_ERROR,
+                    f"agent returned HTTP {response.status_code}: {_error_text(response)}"
+                    + _stderr_section(session),
+                )
+            answer = _parse_result(response, session)
+            if key is not None and invocations.is_background_accept(answer):
+                return await self._s3_result(session, str(answer.get("result_key") or key))
+            return await self._settle(c, session, session_id, answer)
+
+    async def _s3_result(self, session: _Session, key: str) -> dict[str, Any]:
+        from ._acr_calls import SessionFailed
+        from ._s3_results import unwrap
+
+        try:
+            document = await self._sink.take(self.s3_bucket, key)
+        finally:
+            self._sink.discard(self.s3_bucket, key)
+        try:
+            return unwrap(document, f"s3://{self.s3_bucket}/{key} (the local result sink)")
+        except SessionFailed as failure:
+            raise _AgentFailed(failure.status, failure.error + _stderr_section(session)) from None
+
+    async def _settle(
+        self, c: httpx.AsyncClient, session: _Session, session_id: str, answer: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Follow an answer that is not the result yet (agentcore-rl-toolkit's app classes)."""
+
+        async def get(invocation_id: str) -> Any:
+            response = await c.post("/invocations", json=invocations.get_payload(invocation_id),
+                                    headers={SESSION_HEADER: session_id})
+            return _parse_result(response, session)
+
+        async def ping() -> str:
+            return str((await c.get("/ping")).json().get("status"))
+
+        try:
+            return await invocations.settle(
+                answer, get=get, ping=ping, poll_initial_s=0.05, poll_max_s=1.0
             )
-        return _parse_result(response, session)
+        except invocations.InvocationFailed as failure:
+            raise _AgentFailed(Status.AGENT_ERROR, f"{failure}{_stderr_section(session)}") from None
+        except httpx.TransportError as exc:
+            raise await self._exited(session, f"agent dropped the connection ({exc!r})") from None
 
     async def _exited(self, session: _Session, what: str) -> _AgentFailed:
         """The failure for a child that is gone (or going): exit code plus the stderr tail."""
