@@ -11,6 +11,11 @@ target, so the driver's CPU does not share the server's GIL. Targets:
   anchor  awslabs agentcore-rl-toolkit's RolloutGateway (aiohttp), run in its own venv: this file
           is re-executed there with `--target anchor` and prints one JSON line per concurrency
 
+`--backend vllm-http` puts the remote-sampler path in: both gateways sample from one fake vLLM
+token server (`bench/_token_server.py`, `POST /inference/v1/generate`, the same 16-token reply,
+its own process) through their own vLLM HTTP clients (ours: `VLLMSampler`, pooled aiohttp;
+the anchor: its `VllmHttpBackend`). Non-streamed turns, so ours asks for JSON (`stream: false`).
+
 Per row: turns/s, latency p50/p99 as the driver sees it, `added` = that minus a direct call of
 the backend (median, in-process), and the server process's CPU ms per turn (independent of the
 driver's speed; noisy on a shared machine but less than turns/s). Where the server's event-loop
@@ -25,8 +30,9 @@ thread is asleep < 2% of a 64-session row. Both servers run with `gc.freeze()` a
 (`--no-gc-freeze` to turn off): with transformers and torch imported, a full collection otherwise
 walks the whole heap (90-230 ms for ours, 55-215 ms for the anchor).
 
-Run:  python bench/gateway.py [--sessions 1 16 64 128] [--turns 8] [--min-turns 3000] [--drivers 1]
-                              [--repeat 3] [--anchor-python /tmp/anchor-venv/bin/python] [--no-gc-freeze]
+Run:  python bench/gateway.py [--backend fixed|vllm-http] [--sessions 1 16 64 128] [--turns 8]
+                              [--min-turns 3000] [--drivers 1] [--repeat 3]
+                              [--anchor-python /tmp/anchor-venv/bin/python] [--no-gc-freeze]
 `--repeat N` runs N rounds (null, ours, anchor in turn at every concurrency) and prints medians:
 on a shared machine the load moves between targets, and rounds spread that over all of them.
 """
@@ -172,7 +178,7 @@ def report(target: str, sessions: int, driven: Driven, direct_s: float) -> dict:
             "loadavg_1m": round(os.getloadavg()[0], 2)}
 
 
-def direct_seconds(call: Callable[[], object], n: int = 2000) -> float:
+def direct_seconds(call: Callable[[], object], n: int = 2000, close: Callable[[], object] | None = None) -> float:
     """Median seconds of one direct `await call()` on an event loop (the backend alone)."""
     async def run() -> list[float]:
         times = []
@@ -180,8 +186,30 @@ def direct_seconds(call: Callable[[], object], n: int = 2000) -> float:
             start = time.perf_counter()
             await call()
             times.append(time.perf_counter() - start)
+        if close is not None:
+            await close()
         return times
     return statistics.median(asyncio.run(run()))
+
+
+@contextlib.contextmanager
+def token_server(reply_ids: list[int]) -> Iterator[str]:
+    """`bench/_token_server.py` in its own process; yields its base URL."""
+    child = subprocess.Popen([sys.executable, os.path.join(HERE, "_token_server.py"), "--reply-ids",
+                              ",".join(map(str, reply_ids))], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        yield f"http://127.0.0.1:{json.loads(child.stdout.readline())['port']}"
+    finally:
+        child.stdin.close()
+        child.wait(10)
+
+
+def reply_token_ids(tokenizer_dir: str) -> list[int]:
+    from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer
+    from agentcore_rl_harness.models import load_tokenizer
+
+    renderer = ChatTemplateRenderer(load_tokenizer(tokenizer_dir))
+    return list(renderer.encode(REPLY)) + [renderer.stop_token_ids[0]]
 
 
 def tiny_tokenizer_dir() -> str:
@@ -276,6 +304,14 @@ def run_ours(args: argparse.Namespace, tokenizer_dir: str) -> list[dict]:
 
     sampler = FixedSampler()
     direct_s = direct_seconds(lambda: sampler.sample(prompt_token_ids=(1, 2, 3), params=None))
+    if args.backend == "vllm-http":
+        from agentcore_rl_harness.records import SamplingParams
+        from agentcore_rl_harness.samplers.vllm import VLLMSampler
+
+        probe = VLLMSampler(args.sampler_url)
+        direct_s = direct_seconds(lambda: probe.sample(prompt_token_ids=tuple(range(64)), params=SamplingParams()),
+                                  n=300, close=probe.aclose)
+        sampler = VLLMSampler(args.sampler_url)
     config = GatewayConfig(max_turns=None, idle_ttl_s=None, max_lifetime_s=None, gc_freeze=args.gc_freeze)
     rows = []
     with GatewayServer(sampler=sampler, renderer=renderer, model_id="policy", config=config) as server:
@@ -316,6 +352,11 @@ def run_anchor(args: argparse.Namespace) -> list[dict]:
 
     backend = FixedBackend()
     direct_s = direct_seconds(lambda: backend.generate(prompt_ids=[1, 2, 3], sampling_params={}))
+    if args.backend == "vllm-http":
+        from agentcore_rl_toolkit.rollout_gateway.sampling_backends.vllm_http import VllmHttpBackend
+
+        backend = VllmHttpBackend(args.sampler_url)
+        direct_s = direct_seconds(lambda: backend.generate(prompt_ids=list(range(64)), sampling_params={}), n=300)
     gateway = RolloutGateway(backend=backend, renderer=HfTemplateRenderer(tokenizer, stop_sequences=["<|im_end|>"]),
                              tokenizer=tokenizer, adapters=["openai"])
     server = ThreadedGatewayServer(gateway, host="127.0.0.1", port=0)
@@ -384,6 +425,10 @@ def _timed(function) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", choices=["all", "null", "ours", "anchor"], default="all")
+    parser.add_argument("--backend", choices=["fixed", "vllm-http"], default="fixed",
+                        help="fixed: an in-process constant reply; vllm-http: both gateways sample from a fake "
+                             "vLLM token server in its own process")
+    parser.add_argument("--sampler-url", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 64, 128])
     parser.add_argument("--turns", type=int, default=8, help="turns per session")
     parser.add_argument("--min-turns", type=int, default=3000,
@@ -405,6 +450,17 @@ def main() -> None:
             print(json.dumps(row), flush=True)
         return
     args.tokenizer_dir = args.tokenizer_dir or tiny_tokenizer_dir()
+    with contextlib.ExitStack() as stack:
+        if args.backend == "vllm-http":
+            args.sampler_url = stack.enter_context(token_server(reply_token_ids(args.tokenizer_dir)))
+            print(f"fake vLLM token server at {args.sampler_url}", flush=True)
+        run_rounds(args)
+    if not args.no_linearization:
+        for row in time_linearization():
+            print(json.dumps(row), flush=True)
+
+
+def run_rounds(args: argparse.Namespace) -> None:
     rounds: dict[str, list[list[dict]]] = {}
     for round_index in range(args.repeat):
         print(f"round {round_index + 1}/{args.repeat}, load average {os.getloadavg()}", flush=True)
@@ -418,11 +474,9 @@ def main() -> None:
             for row in target_rounds[-1]:
                 print(json.dumps({**row, "round": round_index + 1}), flush=True)
     rows = {target: _medians(target_rounds) for target, target_rounds in rounds.items()}
-    print(f"medians over {args.repeat} round(s), each target driven in turn within a round:")
+    print(f"medians over {args.repeat} round(s), each target driven in turn within a round "
+          f"(backend {args.backend}):")
     _print_table(rows)
-    if not args.no_linearization:
-        for row in time_linearization():
-            print(json.dumps(row), flush=True)
 
 
 def _medians(target_rounds: list[list[dict]]) -> list[dict]:
@@ -470,7 +524,8 @@ def _anchor_rows(args: argparse.Namespace) -> list[dict]:
         return []
     command = [args.anchor_python, os.path.abspath(__file__), "--target", "anchor", "--tokenizer-dir",
                args.tokenizer_dir, "--turns", str(args.turns), "--min-turns", str(args.min_turns),
-               "--drivers", str(args.drivers), "--driver-python", sys.executable,
+               "--drivers", str(args.drivers), "--driver-python", sys.executable, "--backend", args.backend,
+               *(["--sampler-url", args.sampler_url] if args.sampler_url else []),
                "--sessions", *map(str, args.sessions), *([] if args.gc_freeze else ["--no-gc-freeze"])]
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:

@@ -88,7 +88,8 @@ def test_vllm_sampler_gets_the_session_as_its_sticky_routing_key(tiny_model_dir)
     finally:
         engine.should_exit = True
         engine_thread.join(5)
-    assert seen[0][0] == session_id and seen[0][1]["stream"] is True
+    # a non-streamed chat completion is one JSON request to the engine, not a stream
+    assert seen[0][0] == session_id and seen[0][1]["stream"] is False
 
 
 def test_serves_until_stopped(tiny_model_dir):

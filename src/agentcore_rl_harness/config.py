@@ -77,6 +77,12 @@ _LIMITS = SessionLimits()
 
 
 @dataclass(frozen=True)
+class GatewayTLS:
+    certfile: str | None = None  # PEM certificate (chain) the gateway serves HTTPS with
+    keyfile: str | None = None  # its PEM private key
+
+
+@dataclass(frozen=True)
 class GatewaySettings:
     host: str = "127.0.0.1"
     port: int = 0
@@ -90,6 +96,11 @@ class GatewaySettings:
     idle_ttl_s: float | None = _LIMITS.idle_ttl_s
     max_lifetime_s: float | None = _LIMITS.max_lifetime_s
     context_budget_tokens: int | None = _LIMITS.context_budget_tokens
+    tls: GatewayTLS = field(default_factory=GatewayTLS)  # serve HTTPS directly
+    tls_terminated_upstream: bool = False  # runtime=agentcore: plain HTTP is OK, TLS is in front
+    admin_port: int = 0  # the loopback admin listener when host is not loopback (0: a free port)
+    failed_key_limit: int | None = 30  # unknown keys per peer per minute before 429s (null: off)
+    keep_alive_s: int = 75  # idle keep-alive; must outlive clients' and load balancers' idle timeouts
 
     def limits(self) -> SessionLimits:
         return SessionLimits(max_turns=self.max_turns, context_budget_tokens=self.context_budget_tokens,

@@ -63,10 +63,16 @@ class LoopThread:
             self.loop.close()
 
 
-def check_public_gateway_url(url: str) -> str:
-    """ACR sessions run in AWS: a loopback gateway URL can never be reached from there."""
+def check_public_gateway_url(url: str, *, serves_plain_http: bool = False, bound_to: str = "127.0.0.1",
+                             tls_terminated_upstream: bool = False) -> str:
+    """ACR sessions run in AWS: a loopback gateway URL can never be reached from there, and their
+    session keys are bearer credentials that must not cross a network in clear text: a plain
+    HTTP URL, or a gateway serving plain HTTP on a non-loopback address, is refused unless the
+    user states that TLS is terminated in front of it (`gateway.tls_terminated_upstream`)."""
     import ipaddress
     from urllib.parse import urlsplit
+
+    from .gateway.server import is_loopback
 
     host = urlsplit(url).hostname or ""
     try:
@@ -80,6 +86,14 @@ def check_public_gateway_url(url: str) -> str:
             "cannot reach; set gateway.host=0.0.0.0 (or a private interface) and "
             "gateway.public_url=https://<reachable host>/v1 (README: Reaching the gateway from "
             "AgentCore)"
+        )
+    plain = urlsplit(url).scheme == "http" or (serves_plain_http and not is_loopback(bound_to))
+    if plain and not tls_terminated_upstream:
+        raise ConfigError(
+            f"runtime=agentcore: session keys would travel in clear text (advertised URL {url}, "
+            f"gateway serving plain HTTP on {bound_to}); serve TLS with gateway.tls.certfile and "
+            "gateway.tls.keyfile, or terminate TLS in front (load balancer, tunnel) and set "
+            "gateway.tls_terminated_upstream=true (README: Reaching the gateway from AgentCore)"
         )
     return url
 
@@ -177,6 +191,11 @@ class Harness:
                     history=cfg.gateway.history,
                     gc_freeze=cfg.gateway.gc_freeze,
                     lenient_history=cfg.gateway.lenient_history,
+                    tls_certfile=cfg.gateway.tls.certfile,
+                    tls_keyfile=cfg.gateway.tls.keyfile,
+                    admin_port=cfg.gateway.admin_port,
+                    failed_key_limit=cfg.gateway.failed_key_limit,
+                    keep_alive_s=cfg.gateway.keep_alive_s,
                     context_window_tokens=getattr(getattr(self._model, "config", None),
                                                   "max_position_embeddings", None),
                     max_turns=cfg.gateway.max_turns,
@@ -230,7 +249,10 @@ class Harness:
             from .runtimes.agentcore import AgentCoreRuntime
 
             self.advertised_url = check_public_gateway_url(
-                cfg.gateway.public_url or self.gateway.base_url
+                cfg.gateway.public_url or self.gateway.base_url,
+                serves_plain_http=self.gateway.base_url.startswith("http:"),
+                bound_to=cfg.gateway.host,
+                tls_terminated_upstream=cfg.gateway.tls_terminated_upstream,
             )
             return AgentCoreRuntime(
                 arns=dict(runtime.arns), region=runtime.region, qualifier=runtime.qualifier,

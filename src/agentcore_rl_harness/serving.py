@@ -43,8 +43,9 @@ class ThreadedServer:
 
     def __init__(
         self, app: Any, sock: socket.socket, *, what: str, thread_name: str,
-        start_timeout_s: float = 10.0, http: Any = None,
+        start_timeout_s: float = 10.0, http: Any = None, options: dict[str, Any] | None = None,
     ) -> None:
+        """`options`: more `uvicorn.Config` arguments (TLS files, `timeout_keep_alive`)."""
         self.app = app
         self.what = what
         self.port: int = sock.getsockname()[1]
@@ -52,6 +53,7 @@ class ThreadedServer:
         self._thread_name = thread_name
         self._start_timeout_s = start_timeout_s
         self._http = http
+        self._options = dict(options or {})
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -67,7 +69,7 @@ class ThreadedServer:
             raise HarnessError(f"{self.what} is already started")
         options = {"http": self._http} if self._http is not None else {}
         config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False,
-                                timeout_graceful_shutdown=5, **options)
+                                timeout_graceful_shutdown=5, **options, **self._options)
         self._server = server = uvicorn.Server(config)
         self._thread = threading.Thread(target=server.run, kwargs={"sockets": [self._sock]},
                                         name=self._thread_name, daemon=True)

@@ -25,8 +25,8 @@ from .records import Rollout, Status
 from .run.cases import Case, Episode
 from .tasks import TaskSpec, load_rows
 from .train_store import STEPS_FILE, latest_checkpoint, read_steps, rewrite_steps  # noqa: F401 (re-exported)
-
-EXCLUDED = (Status.TIMEOUT, Status.AGENT_ERROR, Status.INFRA_ERROR)
+from .trainers.grpo import EXCLUDED_STATUSES as EXCLUDED
+from .trainers.grpo import training_reward  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)
@@ -38,32 +38,12 @@ class TrainPlan:
     seed: int
 
 
-def training_reward(rollout: Rollout) -> float:
-    """The reward a trainer sees: the task's reward, else 1.0 for success and 0.0 for failure."""
-    if rollout.reward is not None:
-        return float(rollout.reward)
-    return 1.0 if rollout.success else 0.0
-
-
 def build_groups(rollouts: Sequence[Rollout]) -> tuple[list[Any], dict[str, int]]:
-    """One TrainGroup per (task, row, step) from scored rollouts, with the excluded counted."""
-    from .trainers.base import TrainGroup, TrainSample
+    """`grpo.groups_from_rollouts`, with every excluded status counted (0 when none)."""
+    from .trainers.grpo import groups_from_rollouts
 
-    excluded = {status.value: 0 for status in EXCLUDED}
-    grouped: dict[str, list[Any]] = {}
-    for rollout in rollouts:
-        if rollout.status in EXCLUDED:
-            excluded[rollout.status.value] += 1
-            continue
-        grouped.setdefault(rollout.group_id, []).append(
-            TrainSample(
-                rollout_key=f"{rollout.group_id}/{rollout.sample_index}",
-                reward=training_reward(rollout),
-                traces=rollout.traces,
-            )
-        )
-    groups = [TrainGroup(group_id=key, samples=tuple(samples)) for key, samples in grouped.items()]
-    return groups, excluded
+    groups, counted = groups_from_rollouts(rollouts)
+    return groups, {status.value: counted.get(status.value, 0) for status in EXCLUDED}
 
 
 class RowSchedule:

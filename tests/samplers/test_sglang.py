@@ -200,14 +200,14 @@ def test_cumulative_stream_that_rewrites_earlier_ids_is_an_error():
     fake = FakeSGLang(chunks=lambda body: ([first, sglang_response("r", [8, 10], [-0.1, -0.2])], False))
     with serve(fake.app) as url:
         with pytest.raises(SamplingError, match="do not extend"):
-            _sample(SGLangSampler(url))
+            _sample(SGLangSampler(url, stream=True))
 
 
 def test_stream_error_event_is_a_sampling_error():
     fake = FakeSGLang(chunks=lambda body: ([{"error": {"message": "out of memory"}}], False))
     with serve(fake.app) as url:
         with pytest.raises(SamplingError, match="out of memory"):
-            _sample(SGLangSampler(url))
+            _sample(SGLangSampler(url, stream=True))
 
 
 def test_cancel_mid_stream_aborts_after_tokens_arrived():

@@ -184,7 +184,7 @@ def test_streamed_failures_are_sampling_errors(events, match):
     fake = FakeVLLM(chunks=lambda body: (events, None))
     with serve(fake.app) as url:
         with pytest.raises(SamplingError, match=match):
-            _sample(VLLMSampler(url))
+            _sample(VLLMSampler(url, stream=True))
 
 
 def test_non_streaming_mode_sends_stream_false():

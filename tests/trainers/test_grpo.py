@@ -1,3 +1,4 @@
+import dataclasses
 import math
 import subprocess
 import sys
@@ -270,3 +271,19 @@ def test_importing_trainers_does_not_import_torch():
     code = "import sys, agentcore_rl_harness.trainers; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_one_group_builder_a_finished_rollout_without_a_reward_trains_on_its_success():
+    from agentcore_rl_harness.training import build_groups
+
+    passed = dataclasses.replace(_rollout("a", 0, Status.COMPLETED, None), success=True)
+    failed = dataclasses.replace(_rollout("a", 1, Status.TASK_FAILED, None), success=False)
+    lost = _rollout("c", 0, Status.TIMEOUT, None)
+    groups, excluded = groups_from_rollouts([passed, failed, lost])
+    assert [(g.group_id, [(s.rollout_key, s.reward) for s in g.samples]) for g in groups] == [
+        ("a", [("a/0", 1.0), ("a/1", 0.0)])
+    ]
+    assert excluded == {"timeout": 1}
+    loop_groups, loop_excluded = build_groups([passed, failed, lost])
+    assert loop_groups == groups
+    assert loop_excluded == {"timeout": 1, "agent_error": 0, "infra_error": 0}

@@ -11,7 +11,7 @@ from . import anthropic_wire
 from .messages import check_history, new_id
 from .openai_routes import prepared_turn, sampled, streamed
 from .openai_wire import reply_tool_calls
-from .routing import GatewayContext, api_key, errors_as, read_json, validated
+from .routing import GatewayContext, errors_as, read_json, session_of, validated
 from .turn import RequestedSampling
 
 TOOL_RESULT = "a tool_result block's tool_use_id"
@@ -24,7 +24,7 @@ def anthropic_error(status: int, message: str, code: str | None) -> dict[str, An
 def anthropic_routes(context: GatewayContext) -> dict[str, Any]:
     @errors_as(anthropic_error)
     async def messages(request: Request) -> Response:
-        session = context.sessions.get(api_key(request))
+        session = session_of(context, request)
         body = validated(anthropic_wire.MessagesRequest, await read_json(request, context.max_body_bytes))
         requested = RequestedSampling(temperature=body.temperature, top_p=body.top_p, top_k=body.top_k,
                                       max_tokens=body.max_tokens, stop=tuple(body.stop_sequences or ()))
@@ -44,7 +44,7 @@ def anthropic_routes(context: GatewayContext) -> dict[str, Any]:
     @errors_as(anthropic_error)
     async def count_tokens(request: Request) -> Response:
         """The prompt the next turn would really use (sampled tokens reused), counted."""
-        session = context.sessions.get(api_key(request))
+        session = session_of(context, request)
         body = validated(anthropic_wire.CountTokensRequest, await read_json(request, context.max_body_bytes))
         messages = anthropic_wire.to_internal(body.system, body.messages)
         if context.check_history:

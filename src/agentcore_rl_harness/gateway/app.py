@@ -22,7 +22,8 @@ from . import openai_wire
 from .anthropic_routes import anthropic_routes
 from .openai_routes import chat_routes, openai_error
 from .rendering import Renderer
-from .routing import ApiError, GatewayContext, errors_as, read_json, validated
+from .guard import FailedKeyLimiter
+from .routing import ApiError, GatewayContext, check_peer, errors_as, failed_key, read_json, validated
 from .sampling import SamplingBackend
 from .sessions import SessionClosedError, SessionStore, UnknownSessionError
 
@@ -52,23 +53,29 @@ class OpenSessionBody(BaseModel):
 def create_app(
     *, sessions: SessionStore, sampler: SamplingBackend, renderer: Renderer, model_id: str,
     admin_token: str, max_body_bytes: int, context_window: int | None = None,
-    lenient_history: bool = False,
+    lenient_history: bool = False, admin_on_public: bool = True, failed_key_limit: int | None = 30,
 ) -> Starlette:
     """Build the gateway's ASGI app over a session store, a sampler and a renderer.
 
     `context_window`: the model's context in tokens (None: unknown, not checked). A prompt that
     fills it is a 400 `context_length_exceeded`, and an admin session's `max_tokens` above it is
     refused. `lenient_history`: accept tool results that answer no call (see
-    `messages.check_history`), which the real APIs refuse.
+    `messages.check_history`), which the real APIs refuse. `admin_on_public`: serve the admin
+    routes on this app too; they are always in `app.state.admin_app` (for a loopback-only
+    listener). `failed_key_limit`: unknown keys or wrong admin tokens per peer per minute before
+    that peer gets 429s (None: no limit; see `guard.py`).
     """
     context = GatewayContext(sessions=sessions, sampler=sampler, renderer=renderer, model_id=model_id,
                              admin_token=admin_token, max_body_bytes=max_body_bytes,
                              started=int(time.time()), context_window=context_window,
-                             check_history=not lenient_history)
+                             check_history=not lenient_history,
+                             guard=None if failed_key_limit is None else FailedKeyLimiter(limit=failed_key_limit))
 
     def require_admin(request: Request) -> None:
+        check_peer(context, request)
         given = request.headers.get("x-admin-token", "")
         if not secrets.compare_digest(given.encode(), admin_token.encode()):
+            failed_key(context, request)
             raise ApiError(401, "admin routes need the X-Admin-Token header of this gateway",
                            code="invalid_admin_token")
 
@@ -114,16 +121,22 @@ def create_app(
         return Response(status_code=204)
 
     wires = {**chat_routes(context), **anthropic_routes(context)}
+    admin = [
+        Route("/admin/sessions", open_session, methods=["POST"]),
+        Route("/admin/sessions/{session_id}/finish", finish_session, methods=["POST"]),
+        Route("/admin/sessions/{session_id}", delete_session, methods=["DELETE"]),
+    ]
+    health_route = Route("/health", health, methods=["GET"])
     app = Starlette(routes=[
         *(Route(path, handler, methods=["POST"]) for path, handler in wires.items()),
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/admin/sessions", open_session, methods=["POST"]),
-        Route("/admin/sessions/{session_id}/finish", finish_session, methods=["POST"]),
-        Route("/admin/sessions/{session_id}", delete_session, methods=["DELETE"]),
+        health_route,
+        *(admin if admin_on_public else ()),
     ])
     app.state.gateway = context
+    app.state.admin_app = Starlette(routes=[*admin, health_route])
+    app.state.admin_app.state.gateway = context
     return app
 
 

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from . import openai_wire, responses_wire
 from .messages import Message, chat_tools, check_history, new_id
-from .routing import ApiError, FastJSONResponse, GatewayContext, api_key, errors_as, read_json, validated
+from .routing import ApiError, FastJSONResponse, GatewayContext, errors_as, read_json, session_of, validated
 from .streaming import WireStream, stream_turn
 from .turn import PreparedTurn, RequestedSampling, TurnResult, prepare_turn, sample_turn
 
@@ -44,7 +44,7 @@ async def sampled(context: GatewayContext, prepared: PreparedTurn) -> TurnResult
 def chat_routes(context: GatewayContext) -> dict[str, Any]:
     @errors_as(openai_error)
     async def chat_completions(request: Request) -> Response:
-        session = context.sessions.get(api_key(request))
+        session = session_of(context, request)
         body = validated(openai_wire.ChatCompletionRequest, await read_json(request, context.max_body_bytes))
         if body.n not in (None, 1):
             raise ApiError(400, f"n={body.n} is not supported: send one request per sample")
@@ -68,7 +68,7 @@ def chat_routes(context: GatewayContext) -> dict[str, Any]:
 
     @errors_as(openai_error)
     async def responses(request: Request) -> Response:
-        session = context.sessions.get(api_key(request))
+        session = session_of(context, request)
         body = validated(responses_wire.ResponsesRequest, await read_json(request, context.max_body_bytes))
         messages = responses_wire.to_internal(body.input, body.instructions)
         if body.previous_response_id is not None:

@@ -21,10 +21,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..errors import RenderError, SamplingError
+from .guard import FailedKeyLimiter
 from .messages import WireError
 from .rendering import Renderer
 from .sampling import SamplingBackend
 from .sessions import (
+    Session,
     SessionClosedError,
     SessionError,
     SessionExistsError,
@@ -46,9 +48,10 @@ ErrorShape = Callable[[int, str, str | None], dict[str, Any]]
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, *, code: str | None = None) -> None:
+    def __init__(self, status: int, message: str, *, code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.status, self.message, self.code = status, message, code
+        self.status, self.message, self.code, self.headers = status, message, code, headers
 
 
 @dataclass
@@ -64,6 +67,7 @@ class GatewayContext:
     started: int
     context_window: int | None = None
     check_history: bool = True
+    guard: FailedKeyLimiter | None = None
     background: set[asyncio.Task] = field(default_factory=set)
 
 
@@ -102,7 +106,7 @@ def errors_as(shape: ErrorShape) -> Callable[[Handler], Handler]:
                 if isinstance(exc, SamplingError):
                     _count_gateway_error(request)
                 message = f"sampling failed: {exc}" if isinstance(exc, SamplingError) else str(exc)
-                return JSONResponse(shape(status, message, code), status)
+                return JSONResponse(shape(status, message, code), status, headers=getattr(exc, "headers", None))
             except Exception as exc:  # a gateway bug: answer in the wire's shape, keep the trace
                 log.exception("internal gateway error on %s", request.url.path)
                 _count_gateway_error(request)
@@ -206,6 +210,35 @@ def api_key(request: Request) -> str:
         raise ApiError(401, "missing API key: send the session key as 'Authorization: Bearer <key>' "
                             "or 'X-Api-Key: <key>'", code="invalid_api_key")
     return key
+
+
+def peer_of(request: Request) -> str:
+    return request.client.host if request.client is not None else "unknown"
+
+
+def check_peer(context: GatewayContext, request: Request) -> None:
+    """429 when this peer has presented too many keys the gateway never issued (see `guard.py`)."""
+    if context.guard is None:
+        return
+    wait = context.guard.retry_after(peer_of(request))
+    if wait is not None:
+        raise ApiError(429, f"too many failed key attempts from {peer_of(request)}; retry in {wait:.0f} s",
+                       code="too_many_failed_keys", headers={"Retry-After": str(max(1, round(wait)))})
+
+
+def failed_key(context: GatewayContext, request: Request) -> None:
+    if context.guard is not None:
+        context.guard.failed(peer_of(request))
+
+
+def session_of(context: GatewayContext, request: Request) -> Session:
+    """The session whose key the request carries; unknown keys count against the peer."""
+    check_peer(context, request)
+    try:
+        return context.sessions.get(api_key(request))
+    except UnknownSessionError:
+        failed_key(context, request)
+        raise
 
 
 def validated(model: type[BaseModel], data: Any) -> Any:

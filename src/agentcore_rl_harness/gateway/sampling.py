@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..records import SampleResult, SamplingParams
 
@@ -51,3 +51,22 @@ class SamplingBackend(Protocol):
         params: SamplingParams,
         on_token: TokenCallback | None = None,
     ) -> SampleResult: ...
+
+
+@runtime_checkable
+class WeightSync(Protocol):
+    """Publishing a trainer's new weights to the sampler that serves the policy.
+
+    `weights` is what that sampler samples from: a torch model (`hf_local`), a Tinker or SageMaker
+    sampling client. Samples in flight finish on the old weights and report the old version;
+    later ones use `weights` and report `policy_version`.
+    """
+
+    def publish_weights(self, weights: Any, *, policy_version: int) -> None: ...
+
+
+def deprecated_alias(old: str, new: str) -> None:
+    """Warn that a sampler method was renamed (the old name works for one more release)."""
+    import warnings
+
+    warnings.warn(f"{old}() is deprecated; call {new}()", DeprecationWarning, stacklevel=3)

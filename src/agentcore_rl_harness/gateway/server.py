@@ -1,5 +1,17 @@
 """`GatewayServer`: the gateway app under uvicorn on a background thread (works from sync code).
 
+Listeners. The wires listen on `config.host:config.port`, over TLS when `tls_certfile` and
+`tls_keyfile` are set. The admin API (`/admin/sessions...`, whose token opens and reads every
+session) is served on that listener only when it is loopback; otherwise (or with
+`separate_admin=True`) it gets its own listener on 127.0.0.1:`admin_port` (`admin_url`), so it
+is never reachable from the network.
+
+Keep-alive. Connections idle for `keep_alive_s` (75 s by default, uvicorn's own default is 5 s)
+are closed by the server. A client must never send on a connection the server is closing at the
+same moment, so the server's idle timeout has to outlive the clients': httpx (and so the openai
+and anthropic SDKs) keeps idle connections 5 s, aiohttp 15 s, AWS load balancers 60 s by default
+(set an ALB's idle timeout below `keep_alive_s`).
+
 A reaper thread closes sessions past their idle TTL or lifetime every `reap_interval_s` (see
 `SessionStore.reap_expired`); their traces wait in `sessions.reaped()` / `sessions.finish`.
 """
@@ -7,7 +19,9 @@ A reaper thread closes sessions past their idle TTL or lifetime every `reap_inte
 from __future__ import annotations
 
 import gc
+import ipaddress
 import secrets
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -40,6 +54,10 @@ class GatewayConfig:
     `context_window_tokens`: the model's context (None: unknown, unchecked); a prompt filling it
     is a 400 `context_length_exceeded`, a turn's `max_tokens` is lowered to the room left.
     `lenient_history`: accept tool results that answer no call (the real APIs answer 400).
+    `tls_certfile`/`tls_keyfile`: serve the wires over HTTPS (PEM files). `separate_admin`: admin
+    API on its own loopback listener (`admin_port`); None = when `host` is not loopback.
+    `failed_key_limit`: unknown keys / wrong admin tokens per peer per minute before 429s
+    (None: unlimited). `keep_alive_s`: see the module docstring.
 
     Responses leave through `http.CoalescingHttpProtocol` (head and body in one write).
     """
@@ -58,6 +76,16 @@ class GatewayConfig:
     gc_freeze: bool = False
     context_window_tokens: int | None = None
     lenient_history: bool = False
+    tls_certfile: str | None = None
+    tls_keyfile: str | None = None
+    separate_admin: bool | None = None
+    admin_port: int = 0
+    failed_key_limit: int | None = 30
+    keep_alive_s: int = 75
+
+    @property
+    def admin_apart(self) -> bool:
+        return self.separate_admin if self.separate_admin is not None else not is_loopback(self.host)
 
     def limits(self) -> SessionLimits:
         return SessionLimits(max_turns=self.max_turns, context_budget_tokens=self.context_budget_tokens,
@@ -82,8 +110,10 @@ class GatewayServer:
             sessions=self.sessions, sampler=sampler, renderer=renderer, model_id=model_id,
             admin_token=self.admin_token, max_body_bytes=config.max_body_bytes,
             context_window=config.context_window_tokens, lenient_history=config.lenient_history,
+            admin_on_public=not config.admin_apart, failed_key_limit=config.failed_key_limit,
         )
         self._serving: ThreadedServer | None = None
+        self._admin_serving: ThreadedServer | None = None
         self._port: int | None = None
         self._reaper: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -96,8 +126,17 @@ class GatewayServer:
 
     @property
     def base_url(self) -> str:
-        """The OpenAI-compatible base URL, ending in `/v1`."""
-        return f"http://{url_host(self.config.host)}:{self.port}/v1"
+        """The OpenAI-compatible base URL, ending in `/v1` (https when serving TLS)."""
+        scheme = "https" if self.config.tls_certfile else "http"
+        return f"{scheme}://{url_host(self.config.host)}:{self.port}/v1"
+
+    @property
+    def admin_url(self) -> str:
+        """Where the admin API is served (`.../admin/sessions`): the loopback admin listener, or
+        the wires' listener when that is loopback."""
+        if self._admin_serving is None:
+            return self.base_url.removesuffix("/v1")
+        return f"http://127.0.0.1:{self._admin_serving.port}"
 
     def start(self) -> "GatewayServer":
         """Bind, start serving on a background thread, and return once requests are accepted."""
@@ -105,6 +144,8 @@ class GatewayServer:
 
         if self._serving is not None:
             raise HarnessError("the gateway is already started")
+        options = {"timeout_keep_alive": self.config.keep_alive_s}
+        tls = _tls_files(self.config)
         sock = bind_socket(self.config.host, self.config.port, what="the gateway")
         self._port = sock.getsockname()[1]
         if self.config.gc_freeze:
@@ -112,11 +153,18 @@ class GatewayServer:
             gc.freeze()
         self._serving = ThreadedServer(self.app, sock, what="the gateway", http=CoalescingHttpProtocol,
                                        thread_name=f"gateway-{self._port}",
-                                       start_timeout_s=self.config.start_timeout_s)
+                                       start_timeout_s=self.config.start_timeout_s, options={**options, **tls})
         try:
             self._serving.start()
+            if self.config.admin_apart:
+                admin_sock = bind_socket("127.0.0.1", self.config.admin_port, what="the gateway's admin API")
+                self._admin_serving = ThreadedServer(
+                    self.app.state.admin_app, admin_sock, what="the gateway's admin API",
+                    thread_name=f"gateway-admin-{self._port}", start_timeout_s=self.config.start_timeout_s,
+                    options=options)
+                self._admin_serving.start()
         except HarnessError:
-            self._serving = None
+            self.stop()
             raise
         if self.config.idle_ttl_s is not None or self.config.max_lifetime_s is not None:
             self._stopping.clear()
@@ -135,9 +183,10 @@ class GatewayServer:
         if self._reaper is not None:
             self._reaper.join(timeout=10)
             self._reaper = None
-        if self._serving is not None:
-            self._serving.stop()
-        self._serving = None
+        for serving in (self._serving, self._admin_serving):
+            if serving is not None:
+                serving.stop()
+        self._serving, self._admin_serving = None, None
 
     def __enter__(self) -> "GatewayServer":
         return self.start()
@@ -145,3 +194,26 @@ class GatewayServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.stop()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address or a name) only reaches this machine."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host in ("localhost", "localhost.localdomain") or host.endswith(".localhost")
+
+
+def _tls_files(config: GatewayConfig) -> dict[str, str]:
+    """uvicorn's TLS options, after checking the files load (a bad file is an error here, not a
+    server thread that never starts)."""
+    if not config.tls_certfile and not config.tls_keyfile:
+        return {}
+    if not (config.tls_certfile and config.tls_keyfile):
+        raise HarnessError("TLS needs both gateway.tls.certfile and gateway.tls.keyfile (PEM files)")
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(config.tls_certfile, config.tls_keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise HarnessError(f"cannot load the gateway's TLS certificate {config.tls_certfile!r} / key "
+                           f"{config.tls_keyfile!r}: {exc}; give PEM files of a matching pair") from exc
+    return {"ssl_certfile": config.tls_certfile, "ssl_keyfile": config.tls_keyfile}

@@ -22,7 +22,7 @@ prefix (at least one block of 16 tokens, never the whole prompt: its last token 
 get logits) and prefills only the rest. Identical prompts admitted together are prefilled once
 (GRPO groups), and a prefix shared by several new prompts beyond their cache hits (one system prompt,
 different questions) is prefilled once first. Cached KV is only valid for the weights that computed
-it: `swap_model` and `set_policy_version` clear the cache, and so does any in-place change to the
+it: `publish_weights` and `set_policy_version` clear the cache, and so does any in-place change to the
 parameters that torch's version counters see (an optimizer step), checked at every admission.
 KV bytes per cached token = layers x 2 x kv_heads x head_dim x dtype bytes; SmolLM2-135M in fp32:
 30 x 2 x 3 x 64 x 4 = 46,080 (45 KiB), so the default 32,768 tokens hold up to ~1.4 GiB.
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MissingDependencyError, SamplingError
-from ..gateway.sampling import TokenCallback
+from ..gateway.sampling import TokenCallback, deprecated_alias
 from ..records import FinishReason, SampleResult, SamplingParams
 
 try:
@@ -139,7 +139,7 @@ def _sample_tokens(rows: list[_Row], logits: torch.Tensor) -> tuple[list[int], l
 class HFLocalSampler:
     """Token-in/token-out sampling from an in-process transformers causal LM.
 
-    Weights change only between samples: `swap_model` / `set_policy_version` wait until every row
+    Weights change only between samples: `publish_weights` / `set_policy_version` wait until every row
     in flight has finished (admitting no new rows meanwhile), so each `SampleResult` was sampled
     entirely under the `policy_version` it reports. The worker holds `lock` during each forward
     step; code that edits the weights in place must hold it too (and then call `set_policy_version`
@@ -198,7 +198,13 @@ class HFLocalSampler:
         self._between_samples(relabel)
 
     def swap_model(self, model: Any, *, policy_version: int) -> None:
-        """Replace the model once the rows in flight have finished; new requests wait meanwhile."""
+        """Deprecated name of `publish_weights`."""
+        deprecated_alias("HFLocalSampler.swap_model", "publish_weights")
+        self.publish_weights(model, policy_version=policy_version)
+
+    def publish_weights(self, model: Any, *, policy_version: int) -> None:
+        """`WeightSync`: replace the model once the rows in flight have finished; new requests
+        wait meanwhile."""
 
         def swap() -> None:
             self.model = model
@@ -256,7 +262,7 @@ class HFLocalSampler:
     def _between_samples(self, change: Any) -> None:
         if self.lock._is_owned() and self._in_flight:
             raise RuntimeError(
-                "swap_model/set_policy_version wait for the rows in flight, which need `lock`; "
+                "publish_weights/set_policy_version wait for the rows in flight, which need `lock`; "
                 "call them without holding HFLocalSampler.lock"
             )
         with self._state:
@@ -524,7 +530,7 @@ def _weights_fingerprint(model: Any) -> tuple[int, int, int] | None:
     try:
         parameters = list(model.parameters())
         return id(model), len(parameters), sum(parameter._version for parameter in parameters)
-    except (AttributeError, RuntimeError):  # no parameters() or inference tensors: rely on swap_model
+    except (AttributeError, RuntimeError):  # no parameters() or inference tensors: rely on publish_weights
         return None
 
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import MissingDependencyError, SamplingError
-from ..gateway.sampling import TokenCallback
+from ..gateway.sampling import TokenCallback, deprecated_alias
 from ..records import FinishReason, SampleResult, SamplingParams
 from ._http import checked_result, finish_reason
 
@@ -59,7 +59,13 @@ class SageMakerSampler:
         self.policy_version = policy_version
 
     def swap(self, sampling_client: Any, *, policy_version: int) -> None:
-        """Sample from `sampling_client` (new weights) from now on; in-flight samples finish on the old one."""
+        """Deprecated name of `publish_weights`."""
+        deprecated_alias("SageMakerSampler.swap", "publish_weights")
+        self.publish_weights(sampling_client, policy_version=policy_version)
+
+    def publish_weights(self, sampling_client: Any, *, policy_version: int) -> None:
+        """`WeightSync`: sample from `sampling_client` (new weights) from now on; in-flight samples
+        finish on the old one."""
         self.sampling_client = sampling_client
         self.policy_version = policy_version
 

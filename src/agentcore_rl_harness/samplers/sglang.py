@@ -6,10 +6,14 @@ sampling_params, return_logprob: true, rid, stream}`; an answer has `output_ids`
 with `finish_reason` (`{"type": "stop"|"length", ...}`, null until the last chunk) and
 `output_token_logprobs` as `[logprob, token_id, text]` triples.
 
-Streaming (`stream=True`, the default): `/generate` answers `data: <json>` events, then
+A turn whose caller does not take tokens as they come (no `on_token`: the gateway's non-streamed
+requests) is one JSON request with `stream: false`: one answer, read once. Streamed turns
+(`stream=None`, the default, streams exactly the turns with `on_token`; True or False force it):
+`/generate` answers `data: <json>` events, then
 `data: [DONE]` (errors as `data: {"error": {...}}`), each event shaped like the JSON answer.
 `output_ids` are cumulative unless the server runs with `--incremental-streaming-output` (then
-each event has only the new ids: pass `incremental_output=True`); `output_token_logprobs` is
+each event has only the new ids: pass `incremental_output=True`; recommended when streaming, as a
+cumulative stream carries the whole output so far in every event, O(n^2) bytes for n tokens); `output_token_logprobs` is
 read either way (cumulative or only the new tokens, told apart by its length). Tokens reach
 `on_token` as events arrive. See `TokenizerManager._handle_batch_output` in
 `sglang/srt/managers/tokenizer_manager.py`.
@@ -21,16 +25,16 @@ so the engine stops decoding at once rather than when it notices the closed conn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import httpx
-
 from ..errors import SamplingError
 from ..gateway.sampling import TokenCallback
 from ..records import SampleResult, SamplingParams
-from ._http import ROUTING_HEADER, TokenStream, finish_reason, post_events, routing_headers
+from ._http import (MAX_CONNECTIONS, ROUTING_HEADER, HttpClient, TokenStream, finish_reason, routing_headers,
+                    wants_stream)
 
 ENGINE = "SGLang"
 
@@ -39,16 +43,17 @@ class SGLangSampler:
     """A `SamplingBackend` over an SGLang server's native generate endpoint."""
 
     def __init__(self, base_url: str, *, timeout_s: float = 600.0, routing_header: str = ROUTING_HEADER,
-                 policy_version: int = 0, stream: bool = True, incremental_output: bool = False,
-                 client: httpx.AsyncClient | None = None) -> None:
+                 policy_version: int = 0, stream: bool | None = None, incremental_output: bool = False,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
         self.base_url = base_url.rstrip("/")
         self.routing_header = routing_header
         self.policy_version = policy_version
         self.stream = stream
         self.incremental_output = incremental_output
-        self._client = client or httpx.AsyncClient(timeout=timeout_s)
+        self._http = HttpClient(engine=ENGINE, timeout_s=timeout_s, max_connections=max_connections)
 
-    def request_body(self, prompt_token_ids: Sequence[int], params: SamplingParams, rid: str) -> dict[str, Any]:
+    def request_body(self, prompt_token_ids: Sequence[int], params: SamplingParams, rid: str,
+                     stream: bool = True) -> dict[str, Any]:
         sampling: dict[str, Any] = {
             "temperature": params.temperature, "top_p": params.top_p,
             "top_k": params.top_k if params.top_k > 0 else -1, "max_new_tokens": params.max_tokens,
@@ -57,19 +62,25 @@ class SGLangSampler:
         }
         if params.seed is not None:
             sampling["sampling_seed"] = params.seed
-        return {"rid": rid, "input_ids": [int(t) for t in prompt_token_ids], "sampling_params": sampling,
-                "return_logprob": True, "stream": self.stream}
+        return {"rid": rid, "input_ids": prompt_token_ids if isinstance(prompt_token_ids, (tuple, list)) else list(prompt_token_ids), "sampling_params": sampling,
+                "return_logprob": True, "stream": stream}
 
     async def sample(self, *, prompt_token_ids: Sequence[int], params: SamplingParams,
                      on_token: TokenCallback | None = None) -> SampleResult:
         rid = uuid.uuid4().hex
-        body = self.request_body(prompt_token_ids, params, rid)
+        stream = wants_stream(self.stream, on_token)
+        body = self.request_body(prompt_token_ids, params, rid, stream)
+        url, headers = f"{self.base_url}/generate", routing_headers(self.routing_header)
         tokens = TokenStream(engine=ENGINE, on_token=on_token)
         finish = None
         try:
-            async for event in post_events(self._client, f"{self.base_url}/generate", body, engine=ENGINE,
-                                           headers=routing_headers(self.routing_header)):
-                finish = self._take(event, tokens, rid) or finish
+            if stream:
+                async with contextlib.aclosing(self._http.post_events(url, body, headers=headers)) as events:
+                    async for event in events:
+                        finish = self._take(event, tokens, rid) or finish
+            else:
+                for event in await self._http.post(url, body, headers=headers):
+                    finish = self._take(event, tokens, rid) or finish
         except asyncio.CancelledError:
             await asyncio.shield(self._abort(rid))
             raise
@@ -81,10 +92,10 @@ class SGLangSampler:
         """Add one answer's new tokens to `tokens`; its finish reason type, or None."""
         try:
             meta = event["meta_info"]
-            output_ids = [int(t) for t in event["output_ids"]]
+            output_ids = list(event["output_ids"])
             triples = meta.get("output_token_logprobs")
             finish = meta.get("finish_reason")
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, AttributeError) as exc:
             raise SamplingError(f"{ENGINE} answer lacks output_ids/meta_info: {str(event)[:300]}") from exc
         seen = len(tokens.token_ids)
         if self.incremental_output:
@@ -105,13 +116,10 @@ class SGLangSampler:
 
     async def _abort(self, rid: str) -> None:
         """Best effort: the engine frees the request's slot; a failure here changes nothing recorded."""
-        try:
-            await self._client.post(f"{self.base_url}/abort_request", json={"rid": rid}, timeout=5.0)
-        except httpx.HTTPError:
-            pass  # the server is gone or busy; the request dies with it
+        await self._http.post_quietly(f"{self.base_url}/abort_request", {"rid": rid}, timeout_s=5.0)
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._http.aclose()
 
 
 def _token_of(triple: Any) -> int | None:

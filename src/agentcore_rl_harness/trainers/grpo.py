@@ -71,22 +71,34 @@ def group_advantages(rewards: Sequence[float], *, normalize_std: bool, eps: floa
     return [value / (std + eps) for value in centred]
 
 
+def training_reward(rollout: Rollout) -> float:
+    """The reward a trainer sees: the task's reward, else 1.0 for success and 0.0 for failure."""
+    if rollout.reward is not None:
+        return float(rollout.reward)
+    return 1.0 if rollout.success else 0.0
+
+
 def groups_from_rollouts(rollouts: Sequence[Rollout]) -> tuple[list[TrainGroup], dict[str, int]]:
     """One group per `group_id`, in first-seen order, without the rollouts that cannot be scored.
 
-    A timeout, agent_error or infra_error rollout (or one without a reward) is left out of its
-    group and counted by status, never turned into a reward-0 sample: that would bias the
-    advantages of the rollouts that did finish.
+    The one group builder (the harness's training loop, verl, slime and users' own loops). A
+    timeout, agent_error or infra_error rollout is left out of its group and counted by status,
+    never turned into a reward-0 sample: that would bias the advantages of the rollouts that did
+    finish. A finished rollout without a task reward trains on `training_reward` (its success as
+    1.0 / 0.0). Each sample is keyed `group_id/sample_index`; a group whose rollouts were all left
+    out is not returned.
     """
     groups: dict[str, list[TrainSample]] = {}
     excluded: dict[str, int] = {}
     for rollout in rollouts:
-        samples = groups.setdefault(rollout.group_id, [])
-        if rollout.status in EXCLUDED_STATUSES or rollout.reward is None:
-            reason = rollout.status.value if rollout.status in EXCLUDED_STATUSES else "no_reward"
-            excluded[reason] = excluded.get(reason, 0) + 1
+        if rollout.status in EXCLUDED_STATUSES:
+            excluded[rollout.status.value] = excluded.get(rollout.status.value, 0) + 1
             continue
-        samples.append(TrainSample(rollout.session_id, float(rollout.reward), rollout.traces))
+        groups.setdefault(rollout.group_id, []).append(TrainSample(
+            rollout_key=f"{rollout.group_id}/{rollout.sample_index}",
+            reward=training_reward(rollout),
+            traces=rollout.traces,
+        ))
     return [TrainGroup(group_id, tuple(samples)) for group_id, samples in groups.items()], excluded
 
 

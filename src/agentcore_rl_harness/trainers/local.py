@@ -4,7 +4,7 @@ The trainer and the in-process `HFLocalSampler` share ONE model object: LoRA lay
 into the transformers model in place, so the sampler decodes with the adapters the trainer
 updates, and the reference policy for the KL penalty is the same model with its adapters
 disabled. A step holds `sampler.lock`, so no decode runs during forward / backward /
-optimizer.step; after it, `sampler.swap_model(..., policy_version=...)` publishes the new
+optimizer.step; after it, `sampler.publish_weights(..., policy_version=...)` publishes the new
 version. The runner steps between collection phases, so no sampled row straddles two versions.
 
 torch and peft are imported when a trainer is built, not when this module is imported, so the
@@ -166,7 +166,7 @@ class LocalTrainer:
         self.policy_version = 0
         self._busy = threading.Lock()
         if sampler is not None:
-            sampler.swap_model(self.policy_model, policy_version=self.policy_version)
+            sampler.publish_weights(self.policy_model, policy_version=self.policy_version)
 
     @property
     def trainable_parameters(self) -> int:
@@ -191,7 +191,7 @@ class LocalTrainer:
                     result = self._update(items, stats.trained_tokens)
                     self.policy_version += 1
                 if self.sampler is not None:
-                    self.sampler.swap_model(self.policy_model, policy_version=self.policy_version)
+                    self.sampler.publish_weights(self.policy_model, policy_version=self.policy_version)
             return step_metrics(
                 step=self.step_count, policy_version=self.policy_version, stats=stats, lags=lags,
                 started=started, lr=float(self.optimizer.param_groups[0]["lr"]), **result,
@@ -461,7 +461,7 @@ class LocalTrainer:
             self.step_count = saved.step
             self.policy_version = saved.policy_version
         if self.sampler is not None:
-            self.sampler.swap_model(self.policy_model, policy_version=self.policy_version)
+            self.sampler.publish_weights(self.policy_model, policy_version=self.policy_version)
         return saved.step
 
 

@@ -220,7 +220,7 @@ class SageMakerTrainer:
         sampling_client = self.training_client.save_weights_and_get_sampling_client(
             description=f"agentcore-rl policy version {self.policy_version + 1}")
         self.policy_version += 1
-        self.sampler.swap(sampling_client, policy_version=self.policy_version)
+        self.sampler.publish_weights(sampling_client, policy_version=self.policy_version)
         metrics = {**dict(fb_output.metrics or {}), **{f"optim/{k}": v for k, v in (optim_output.metrics or {}).items()}}
         return dict(
             loss=_metric(metrics, "actor/pg_loss", "loss"),
@@ -282,7 +282,7 @@ class SageMakerTrainer:
                 description=f"agentcore-rl resumed from {arn}"))
             self.step_count = int(state["step"])
             self.policy_version = int(state["policy_version"])
-            self.sampler.swap(sampling_client, policy_version=self.policy_version)
+            self.sampler.publish_weights(sampling_client, policy_version=self.policy_version)
             return self.step_count
 
     # -- the session's lifetime --------------------------------------------------------------

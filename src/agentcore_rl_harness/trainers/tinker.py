@@ -272,7 +272,7 @@ class TinkerTrainer:
             "save_weights_and_get_sampling_client", client.save_weights_and_get_sampling_client
         )
         self.policy_version += 1
-        self.sampler.swap_client(sampling_client, policy_version=self.policy_version)
+        self.sampler.publish_weights(sampling_client, policy_version=self.policy_version)
         outputs = getattr(output, "loss_fn_outputs", None) or []
         policy_logprobs = None
         if len(outputs) == len(data) and all("logprobs" in entry for entry in outputs):
@@ -322,7 +322,7 @@ class TinkerTrainer:
         )
         self.step_count = int(record["step"])
         self.policy_version = int(record["policy_version"])
-        self.sampler.swap_client(sampling_client, policy_version=self.policy_version)
+        self.sampler.publish_weights(sampling_client, policy_version=self.policy_version)
         return self.step_count
 
     def close(self) -> None:
