@@ -21,7 +21,7 @@ from .errors import ConfigError, HarnessError, failure_text
 from .records import SessionOutcome, Status
 from .run.cases import Case, Episode, case_seed
 from .runtimes.base import AgentRef, AgentRuntime
-from .tasks import TaskSpec, build_payload
+from .tasks import TaskSpec, build_payload, rollout_block
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -327,17 +327,10 @@ class Harness:
         params = cfg.sampling.to_params()
         seeded = type(params)(**{**params.__dict__, "seed": case_seed(cfg.seed, case)})
         self.gateway.sessions.open(session_id=session_id, sampling=seeded)
-        rollout_info = {
-            "base_url": self.advertised_url,
-            "model_id": self.model_id,
-            "api_key": session_id,
-            "sampling_params": {
-                "temperature": params.temperature,
-                "top_p": params.top_p,
-                "top_k": params.top_k,
-                "max_tokens": params.max_tokens,
-            },
-        }
+        rollout_info = rollout_block(
+            base_url=self.advertised_url, model_id=self.model_id, session_id=session_id,
+            sampling=params,
+        )
         started = time.monotonic()
         try:
             outcome = await self._invoke(case, session_id, rollout_info, started)

@@ -212,6 +212,22 @@ def _with_id(row: dict[str, Any], index: int) -> dict[str, Any]:
     return row
 
 
+def rollout_block(*, base_url: str, model_id: str, session_id: str, sampling: Any) -> dict:
+    """The reserved `_rollout` dict every invocation carries (ART's field names). Runtimes add
+    `exp_id`, `input_id`, `s3_bucket` (+ `result_key`, `session_id`) in `result_mode=s3` only."""
+    return {
+        "base_url": base_url,
+        "model_id": model_id,
+        "api_key": session_id,
+        "sampling_params": {
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k,
+            "max_tokens": sampling.max_tokens,
+        },
+    }
+
+
 def build_payload(spec: TaskSpec, row: dict[str, Any], rollout_info: dict[str, Any]) -> dict:
     """The invoke payload: `payload(row)`, else row["payload"], else the row; plus `_rollout`."""
     if spec.payload is not None:
