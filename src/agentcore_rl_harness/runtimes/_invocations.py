@@ -51,6 +51,23 @@ def start_payload(payload: dict[str, Any], invocation_id: str | None = None) -> 
     return {**payload, ENVELOPE_KEY: envelope}
 
 
+def prepare_payload(
+    payload: dict[str, Any], *, result_mode: str, exp_id: str, bucket: str | None,
+    input_id: str, session_id: str,
+) -> tuple[dict[str, Any], str | None]:
+    """The payload for a result mode, and (s3) the result's key. The S3 triple goes out only in
+    `s3` mode: ART's `AgentCoreRLApp` answers 500 to a partial one."""
+    if result_mode == "s3":
+        from ._s3_results import with_s3_target
+
+        return with_s3_target(
+            payload, exp_id=exp_id, bucket=str(bucket), input_id=input_id, session_id=session_id
+        )
+    if result_mode == "start_get":
+        return start_payload(payload), None
+    return payload, None
+
+
 def get_payload(invocation_id: str) -> dict[str, Any]:
     return {ENVELOPE_KEY: {"version": VERSION, "operation": "get", "invocation_id": invocation_id}}
 

@@ -70,9 +70,17 @@ class ResultSink:
                 return json.loads(data)
             await asyncio.sleep(_TAKE_POLL_S)
 
-    def discard(self, bucket: str, key: str) -> None:
-        with self._lock:
-            self._objects.pop((bucket, key), None)
+    async def result(self, bucket: str, key: str) -> dict[str, Any]:
+        """The agent's result from its result object (ART's envelope: `status_code` != 200 is
+        the agent's failure, raised as `SessionFailed`); the object is dropped either way."""
+        from ._s3_results import unwrap
+
+        try:
+            document = await self.take(bucket, key)
+        finally:
+            with self._lock:
+                self._objects.pop((bucket, key), None)
+        return unwrap(document, f"s3://{bucket}/{key} (the local runtime's S3 stand-in)")
 
     def close(self) -> None:
         self._server.stop()

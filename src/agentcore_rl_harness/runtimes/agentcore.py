@@ -256,15 +256,11 @@ class AgentCoreRuntime:
     ) -> tuple[bytes, str | None]:
         rollout = dict(payload.get("_rollout") or {})
         rollout.setdefault("session_id", session_id)
-        payload, key = {**payload, "_rollout": rollout}, None
-        if self.result_mode == "s3":
-            payload, key = self._s3.with_s3_target(
-                payload, exp_id=self.exp_id, bucket=self.s3_bucket,
-                input_id=str(agent.input_id or rollout.get("input_id") or agent.task),
-                session_id=session_id,
-            )
-        if self.result_mode == "start_get":
-            payload = invocations.start_payload(payload)
+        payload, key = invocations.prepare_payload(
+            {**payload, "_rollout": rollout}, result_mode=self.result_mode, exp_id=self.exp_id,
+            bucket=self.s3_bucket, session_id=session_id,
+            input_id=str(agent.input_id or rollout.get("input_id") or agent.task),
+        )
         try:
             body = json.dumps(payload).encode()
         except (TypeError, ValueError) as exc:

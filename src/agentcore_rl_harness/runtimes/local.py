@@ -148,10 +148,6 @@ class LocalRuntime:
         self.s3_bucket = s3_bucket or "arl-local-results"
         self.exp_id = exp_id or f"arl-local-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._sink: Any = None
-        if result_mode == "s3":
-            from ._result_sink import ResultSink
-
-            self._sink = ResultSink()
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if start_method not in START_METHODS:
@@ -180,6 +176,10 @@ class LocalRuntime:
             if start_method == "fork"
             else None
         )
+        if result_mode == "s3":
+            from ._result_sink import ResultSink
+
+            self._sink = ResultSink()
 
     async def run_session(
         self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float
@@ -231,7 +231,11 @@ class LocalRuntime:
             try:
                 async with asyncio.timeout_at(deadline):
                     port = await self._start(session, spec, import_root)
-                    payload, key = self._prepare(agent, session_id, payload)
+                    payload, key = invocations.prepare_payload(
+                        payload, result_mode=self.result_mode, exp_id=self.exp_id,
+                        bucket=self.s3_bucket, input_id=str(agent.input_id or agent.task),
+                        session_id=session_id,
+                    )
                     return await self._invoke(session, port, session_id, payload, key)
             except TimeoutError:
                 raise _AgentFailed(
@@ -345,21 +349,6 @@ class LocalRuntime:
                     pass  # not accepting yet; the loop checks whether the process died
                 await asyncio.sleep(0.02)
 
-    def _prepare(
-        self, agent: AgentRef, session_id: str, payload: dict[str, Any]
-    ) -> tuple[dict[str, Any], str | None]:
-        """The payload for this result mode, and the S3 key of the result (s3 mode)."""
-        if self.result_mode == "start_get":
-            return invocations.start_payload(payload), None
-        if self.result_mode != "s3":
-            return payload, None
-        from ._s3_results import with_s3_target
-
-        return with_s3_target(
-            payload, exp_id=self.exp_id, bucket=self.s3_bucket,
-            input_id=str(agent.input_id or agent.task), session_id=session_id,
-        )
-
     async def _invoke(
         self, session: _Session, port: int, session_id: str, payload: dict[str, Any],
         key: str | None = None,
@@ -387,14 +376,9 @@ class LocalRuntime:
 
     async def _s3_result(self, session: _Session, key: str) -> dict[str, Any]:
         from ._acr_calls import SessionFailed
-        from ._s3_results import unwrap
 
         try:
-            document = await self._sink.take(self.s3_bucket, key)
-        finally:
-            self._sink.discard(self.s3_bucket, key)
-        try:
-            return unwrap(document, f"s3://{self.s3_bucket}/{key} (the local result sink)")
+            return await self._sink.result(self.s3_bucket, key)
         except SessionFailed as failure:
             raise _AgentFailed(failure.status, failure.error + _stderr_section(session)) from None
 
