@@ -9,10 +9,12 @@ CPU per turn is the server process's CPU (all its threads, Linux schedstat, ns) 
 moments the driver starts two consecutive turns, read by the driver from /proc: the driver's own
 work (building the next body, parsing the answer) is in another process and does not count.
 
-Three roles in one file:
-  serve   python bench/_long_history.py serve --turns T --tool-tokens N --sessions S
+Roles:
+  serve   python bench/_long_history.py serve --turns T --lines N --sessions S
           start the gateway, spawn the driver, print one JSON line of per-turn CPU (ms)
   drive   (spawned by serve) run the sessions over raw HTTP/1.1 and print per-turn CPU
+  path    the same conversation through the turn path alone (`prepare_turn` + `sample_turn`:
+          render, tokenise, turn tree; no HTTP, no wire parsing), thread CPU per turn
 `serve` uses whichever `agentcore_rl_harness` is on the path, so `bench/gateway.py` can run it
 against another checkout's `src` (`--baseline-src`) in the same run.
 """
@@ -133,9 +135,56 @@ def serve(turns: int, lines: int, sessions: int) -> dict:
             "drift_events": finished[-1].metadata["drift_events"], "forks": finished[-1].metadata["forks"]}
 
 
+def turn_path(turns: int, lines: int, sessions: int) -> dict:
+    """Thread CPU ms of `prepare_turn` + `sample_turn` per turn, the wire's messages given."""
+    import asyncio
+
+    from agentcore_rl_harness.gateway import openai_wire
+    from agentcore_rl_harness.gateway.messages import chat_tools
+    from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer, load_template
+    from agentcore_rl_harness.gateway.sessions import SessionStore
+    from agentcore_rl_harness.gateway.turn import RequestedSampling, prepare_turn, sample_turn
+    from agentcore_rl_harness.models import load_tokenizer, prepare_model
+    from agentcore_rl_harness.records import FinishReason, SampleResult
+
+    renderer = ChatTemplateRenderer(load_tokenizer(prepare_model("tiny")), chat_template=load_template())
+    reply_ids = (*renderer.encode(CALL), renderer.stop_token_ids[0])
+    result = SampleResult(reply_ids, (-0.1,) * len(reply_ids), FinishReason.STOP)
+
+    class FixedSampler:
+        async def sample(self, *, prompt_token_ids, params, on_token=None):
+            return result
+
+    import gc
+
+    gc.collect()
+    gc.freeze()  # as the served gateway does (GatewayConfig.gc_freeze)
+    loop = asyncio.new_event_loop()
+    per_session = []
+    for _ in range(sessions):
+        store = SessionStore(renderer=renderer)
+        session = store.get(store.open())
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
+        cpu = []
+        for turn in range(turns):
+            internal, tools = openai_wire.to_internal(messages), chat_tools(TOOLS)
+            start = time.thread_time_ns()
+            prepared = prepare_turn(session=session, renderer=renderer, messages=internal, tools=tools,
+                                    requested=RequestedSampling())
+            loop.run_until_complete(sample_turn(prepared, sampler=FixedSampler(), renderer=renderer))
+            cpu.append((time.thread_time_ns() - start) / 1e6)
+            call_id = f"call_{turn}"
+            messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "type": "function",
+                             "function": {"name": "shell", "arguments": '{"cmd": "make -k step"}'}}]})
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": tool_output(turn, lines)})
+        per_session.append(cpu)
+    loop.close()
+    return {"cpu_ms": per_session}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("role", choices=["serve", "drive"])
+    parser.add_argument("role", choices=["serve", "drive", "path"])
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--lines", type=int, default=8, help="tool output lines (~37 tokens each)")
     parser.add_argument("--sessions", nargs="+", default=["3"])
@@ -144,6 +193,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.role == "drive":
         print(json.dumps(drive(args.base_url, args.server_pid, args.sessions, args.turns, args.lines)))
+    elif args.role == "path":
+        print(json.dumps(turn_path(args.turns, args.lines, int(args.sessions[0]))), flush=True)
     else:
         print(json.dumps(serve(args.turns, args.lines, int(args.sessions[0]))), flush=True)
 

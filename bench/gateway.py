@@ -500,25 +500,26 @@ def run_long(args: argparse.Namespace) -> None:
     if args.baseline_src:
         sources = {"baseline": os.path.abspath(args.baseline_src), **sources}
     marks = sorted({10, args.long_turns // 2, args.long_turns})
-    per_source: dict[str, list[list[float]]] = {name: [] for name in sources}
+    runs = {(role, name): [] for role in ("serve", "path") for name in sources}
     for round_index in range(args.repeat):
-        for name, src in sources.items():
-            env = {**os.environ, "PYTHONPATH": src}
-            done = subprocess.run([sys.executable, os.path.join(HERE, "_long_history.py"), "serve",
+        for (role, name), sessions in runs.items():
+            env = {**os.environ, "PYTHONPATH": sources[name]}
+            done = subprocess.run([sys.executable, os.path.join(HERE, "_long_history.py"), role,
                                    "--turns", str(args.long_turns), "--sessions", str(args.long_sessions)],
                                   capture_output=True, text=True, env=env, timeout=7200)
             if done.returncode != 0:
-                raise SystemExit(f"{name} failed: {done.stderr[-3000:]}")
+                raise SystemExit(f"{role} {name} failed: {done.stderr[-3000:]}")
             row = json.loads(done.stdout.strip().splitlines()[-1])
-            per_source[name].extend(row.pop("cpu_ms"))
-            print(json.dumps({"round": round_index + 1, "source": name, "src": src, **row,
+            sessions.extend(row.pop("cpu_ms"))
+            print(json.dumps({"round": round_index + 1, "role": role, "source": name, "src": sources[name], **row,
                               "loadavg_1m": round(os.getloadavg()[0], 2)}), flush=True)
-    print(f"server CPU ms per turn (median over {args.repeat * args.long_sessions} sessions x turns n-2..n+2):")
-    print("source   | " + " | ".join(f"turn {n:>3}" for n in marks) + f" | turn {marks[-1]}/turn {marks[0]}")
-    for name, sessions in per_source.items():
+    print(f"CPU ms per turn, median over {args.repeat * args.long_sessions} sessions x turns n-2..n+2; "
+          "serve = the gateway process (HTTP, wire parsing, turn path), path = the turn path alone:")
+    print("what           | " + " | ".join(f"turn {n:>3}" for n in marks) + f" | turn {marks[-1]}/turn {marks[0]}")
+    for (role, name), sessions in runs.items():
         at = [statistics.median(ms for cpu in sessions for ms in cpu[max(0, n - 3):n + 2]) for n in marks]
-        print(f"{name:<8} | " + " | ".join(f"{value:>8.2f}" for value in at) + f" | {at[-1] / at[0]:.2f}x",
-              flush=True)
+        print(f"{role + ' ' + name:<14} | " + " | ".join(f"{value:>8.2f}" for value in at)
+              + f" | {at[-1] / at[0]:.2f}x", flush=True)
     if not args.no_linearization:
         for row in time_linearization((25, 50, 100, 200)):
             print(json.dumps(row), flush=True)

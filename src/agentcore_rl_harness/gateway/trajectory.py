@@ -10,7 +10,8 @@ tools). A request with no such P (first turn, a sub-agent with its own system pr
 unrelated conversation) is a new root: its own row. Its prompt depends on `history`:
 
   exact (default)   P.prompt_token_ids + P.completion_token_ids + encode(glue + suffix)
-                    The sampled ids are reused verbatim (never re-tokenised). `glue` is what the
+                    The sampled ids are reused verbatim (never re-tokenised), in a buffer the
+                    chain shares (`tokens.TokenRun`: no per-turn copy of the history). `glue` is what the
                     template writes after the reply's end-of-turn token ("\n" after <|im_end|>),
                     `suffix` is render(messages) minus render(messages[:k+1]). Where the template
                     renders the reply differently from what was sampled (dropped <think>,
@@ -63,6 +64,7 @@ import orjson
 from ..errors import RenderError
 from ..records import HISTORY_MODES, FinishReason, HistoryMode, SampleResult, Trace  # noqa: F401 (HISTORY_MODES re-exported)
 from .rendering import Message, ParsedReply, Renderer, message_key, normalize_message, normalize_messages
+from .tokens import TokenRun
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class PromptPlan:
     `history_keys` and `request` (the messages as they arrived) are kept for matching later
     requests; empty means "compute them from `messages`" and "not kept"."""
 
-    prompt_token_ids: tuple[int, ...]
+    prompt_token_ids: Sequence[int]
     messages: tuple[Message, ...]
     tools_key: str
     parent: int | None
@@ -86,7 +88,7 @@ class Turn:
     parent: int | None
     messages: tuple[Message, ...]
     tools_key: str
-    prompt_token_ids: tuple[int, ...]
+    prompt_token_ids: Sequence[int]
     completion_token_ids: tuple[int, ...]
     logprobs: tuple[float, ...]
     finish_reason: str
@@ -127,6 +129,11 @@ def _render_key(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] 
         return orjson.dumps([messages, tools or None, add_generation_prompt])
     except (TypeError, orjson.JSONEncodeError):
         return None
+
+
+def _extended(parent: Turn, suffix: Sequence[int]) -> TokenRun:
+    """The parent's prompt + its sampled ids + `suffix`, sharing the chain's buffer (`tokens.py`)."""
+    return TokenRun.of(parent.prompt_token_ids).extended(parent.completion_token_ids, suffix)
 
 
 def _role(message: Any) -> Any:
@@ -201,7 +208,7 @@ class TurnTree:
         plan = functools.partial(PromptPlan, messages=normalised, tools_key=tools_key, history_keys=keys,
                                  request=request)
         if parent is not None and self.history == "template":
-            prompt = tuple(self._renderer.encode(self._render(normalised, tools)))
+            prompt = TokenRun.of(self._renderer.encode(self._render(normalised, tools)))
             sampled = parent.prompt_token_ids + parent.completion_token_ids
             if prompt[:len(sampled)] == sampled:
                 return plan(prompt, parent=parent.index, drift=False)
@@ -212,16 +219,18 @@ class TurnTree:
             if extended is not None:
                 prompt, drift = extended
                 return plan(prompt, parent=parent.index, drift=drift)
-        prompt = tuple(self._renderer.encode(self._render(normalised, tools)))
+        prompt = TokenRun.of(self._renderer.encode(self._render(normalised, tools)))
         return plan(prompt, parent=None, drift=parent is not None)
 
     def _same_request(self, request: tuple[Mapping[str, Any], ...], last: int, tools_key: str) -> Turn | None:
         """A recent turn whose request, as it arrived, is `request[:last]` and whose reply is
         `request[last]`, or None (then `_find_parent` compares normalised keys)."""
+        reply_key = None
         for index, earlier in reversed(self._requests.items()):
             turn = self._turns[index]
             if len(earlier) == last and turn.tools_key == tools_key and earlier == request[:last]:
-                if turn.reply_key == message_key(normalize_message(request[last])):
+                reply_key = reply_key or message_key(normalize_message(request[last]))
+                if turn.reply_key == reply_key:
                     return turn
         return None
 
@@ -251,7 +260,7 @@ class TurnTree:
         except RenderError:
             return None
         suffix = self._renderer.encode(rest)
-        return parent.prompt_token_ids + parent.completion_token_ids + tuple(suffix), False
+        return _extended(parent, suffix), False
 
     def _text_after(self, head: tuple[Message, ...], new: tuple[Message, ...], sampled: str,
                     tools: Sequence[Mapping[str, Any]] | None) -> str | None:
@@ -277,7 +286,7 @@ class TurnTree:
         full = render(messages, tools, True)
         if full.startswith(head) and full.startswith(sampled, len(head)):
             suffix = self._renderer.encode(full[len(head) + len(sampled):])
-            return parent.prompt_token_ids + parent.completion_token_ids + tuple(suffix), False
+            return _extended(parent, suffix), False
         for variant in (messages, _without_reasoning(messages)):
             head = render(variant[:last], tools, True)
             with_reply = render(variant[: last + 1], tools, False)
@@ -297,7 +306,7 @@ class TurnTree:
         else:
             glue = block[len(sampled):]
         suffix = self._renderer.encode(glue + full[len(with_reply):])
-        prompt = parent.prompt_token_ids + parent.completion_token_ids + tuple(suffix)
+        prompt = _extended(parent, suffix)
         return prompt, drift
 
     def _completion_text(self, turn: Turn) -> str:
@@ -314,7 +323,7 @@ class TurnTree:
         finish = sample.finish_reason.value if isinstance(sample.finish_reason, FinishReason) else str(sample.finish_reason)
         turn = Turn(
             index=len(self._turns), parent=plan.parent, messages=plan.messages,
-            tools_key=plan.tools_key, prompt_token_ids=plan.prompt_token_ids,
+            tools_key=plan.tools_key, prompt_token_ids=TokenRun.of(plan.prompt_token_ids),
             completion_token_ids=tuple(sample.token_ids), logprobs=tuple(sample.logprobs),
             finish_reason=finish, policy_version=sample.policy_version,
             reply=reply.to_message(), tool_calls=len(reply.tool_calls),
