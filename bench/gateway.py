@@ -35,6 +35,13 @@ Run:  python bench/gateway.py [--backend fixed|vllm-http] [--sessions 1 16 64 12
                               [--anchor-python /tmp/anchor-venv/bin/python] [--no-gc-freeze]
 `--repeat N` runs N rounds (null, ours, anchor in turn at every concurrency) and prints medians:
 on a shared machine the load moves between targets, and rounds spread that over all of them.
+
+Long sessions:  python bench/gateway.py --scenario long [--long-turns 200] [--long-sessions 3]
+                                        [--baseline-src /path/to/other/checkout/src] [--repeat 2]
+CPU ms per turn of the gateway process at turns 10/100/200 of tool-calling sessions with ~300-token
+tool outputs (`bench/_long_history.py`), for this checkout and, with `--baseline-src`, another one
+(e.g. `git worktree add /tmp/base <commit>`), alternating in the same run; then the trace
+linearization times up to 200 turns.
 """
 
 from __future__ import annotations
@@ -443,7 +450,15 @@ def main() -> None:
     parser.add_argument("--driver-python", default=sys.executable, help=argparse.SUPPRESS)
     parser.add_argument("--repeat", type=int, default=1, help="rounds (null, ours, anchor in turn); medians")
     parser.add_argument("--no-linearization", action="store_true")
+    parser.add_argument("--scenario", choices=["load", "long"], default="load",
+                        help="load: turns/s at concurrency; long: CPU per turn as the history grows")
+    parser.add_argument("--long-turns", type=int, default=200)
+    parser.add_argument("--long-sessions", type=int, default=3)
+    parser.add_argument("--baseline-src", default=None, help="long: another checkout's src to compare")
     args = parser.parse_args()
+    if args.scenario == "long":
+        run_long(args)
+        return
 
     if args.target == "anchor":
         for row in run_anchor(args):
@@ -477,6 +492,37 @@ def run_rounds(args: argparse.Namespace) -> None:
     print(f"medians over {args.repeat} round(s), each target driven in turn within a round "
           f"(backend {args.backend}):")
     _print_table(rows)
+
+
+def run_long(args: argparse.Namespace) -> None:
+    """CPU ms per turn at turns 10/100/200 for this checkout (and `--baseline-src`), in rounds."""
+    sources = {"this": os.path.join(os.path.dirname(HERE), "src")}
+    if args.baseline_src:
+        sources = {"baseline": os.path.abspath(args.baseline_src), **sources}
+    marks = sorted({10, args.long_turns // 2, args.long_turns})
+    runs = {(role, name): [] for role in ("serve", "path") for name in sources}
+    for round_index in range(args.repeat):
+        for (role, name), sessions in runs.items():
+            env = {**os.environ, "PYTHONPATH": sources[name]}
+            done = subprocess.run([sys.executable, os.path.join(HERE, "_long_history.py"), role,
+                                   "--turns", str(args.long_turns), "--sessions", str(args.long_sessions)],
+                                  capture_output=True, text=True, env=env, timeout=7200)
+            if done.returncode != 0:
+                raise SystemExit(f"{role} {name} failed: {done.stderr[-3000:]}")
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            sessions.extend(row.pop("cpu_ms"))
+            print(json.dumps({"round": round_index + 1, "role": role, "source": name, "src": sources[name], **row,
+                              "loadavg_1m": round(os.getloadavg()[0], 2)}), flush=True)
+    print(f"CPU ms per turn, median over {args.repeat * args.long_sessions} sessions x turns n-2..n+2; "
+          "serve = the gateway process (HTTP, wire parsing, turn path), path = the turn path alone:")
+    print("what           | " + " | ".join(f"turn {n:>3}" for n in marks) + f" | turn {marks[-1]}/turn {marks[0]}")
+    for (role, name), sessions in runs.items():
+        at = [statistics.median(ms for cpu in sessions for ms in cpu[max(0, n - 3):n + 2]) for n in marks]
+        print(f"{role + ' ' + name:<14} | " + " | ".join(f"{value:>8.2f}" for value in at)
+              + f" | {at[-1] / at[0]:.2f}x", flush=True)
+    if not args.no_linearization:
+        for row in time_linearization((25, 50, 100, 200)):
+            print(json.dumps(row), flush=True)
 
 
 def _medians(target_rounds: list[list[dict]]) -> list[dict]:

@@ -155,3 +155,52 @@ def test_one_history_mode_vocabulary_with_one_wording():
         TurnTree(renderer=None, history="sometimes")
     with pytest.raises(ConfigError, match=r"gateway.history='sometimes' is not supported; valid choices: \['exact', 'template'\]"):
         compose_config(["gateway.history=sometimes"])
+
+
+def _drift(section, path):
+    """Fields whose packaged-YAML value differs from the typed config's own default."""
+    import dataclasses
+
+    try:
+        default = type(section)()
+    except TypeError:  # a section of sections (the trainer): walk into each
+        default = None
+    found = []
+    for item in dataclasses.fields(section):
+        value = getattr(section, item.name)
+        if dataclasses.is_dataclass(value):
+            found += _drift(value, f"{path}.{item.name}")
+        elif default is not None:
+            expected = getattr(default, item.name)
+            norm = (lambda v: list(v) if isinstance(v, tuple) else v)
+            if norm(expected) != norm(value):
+                found.append(f"{path}.{item.name}: yaml {value!r} != dataclass {expected!r}")
+    return found
+
+
+# Keys whose YAML value is an interpolation, not a default: the run's own seed.
+INTERPOLATED = {"trainer.trainer.lora_seed"}
+
+
+@pytest.mark.parametrize("trainer", ["local", "tinker"])
+def test_packaged_yaml_defaults_equal_the_typed_defaults(trainer):
+    """Defaults are written in the typed configs and repeated in the packaged YAML (so the run's
+    config.yaml shows them): this keeps the two from drifting."""
+    import dataclasses
+
+    typed = compose_config([f"trainer={trainer}"]).typed
+    drift = []
+    for item in dataclasses.fields(typed):
+        value = getattr(typed, item.name)
+        if dataclasses.is_dataclass(value) and item.name != "model":
+            drift += _drift(value, item.name)
+    assert [line for line in drift if line.split(":")[0] not in INTERPOLATED] == []
+
+
+def test_admin_sampling_defaults_are_the_sampling_params_defaults():
+    from agentcore_rl_harness.gateway.app import AdminSampling
+    from agentcore_rl_harness.records import SamplingParams
+
+    admin, params = AdminSampling(), SamplingParams()
+    assert (admin.temperature, admin.top_p, admin.top_k, admin.max_tokens) == (
+        params.temperature, params.top_p, params.top_k, params.max_tokens)

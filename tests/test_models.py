@@ -212,3 +212,12 @@ def test_smollm2_prepare_matches_gguf():
     settings = dict(max_new_tokens=12, do_sample=False)
     expected = reference.generate(prompt, **settings)
     assert torch.equal(model.generate(prompt, **settings), expected)
+
+
+def test_context_window_comes_from_the_model_folder(tiny_model_dir, tmp_path):
+    from agentcore_rl_harness.models import context_window
+
+    assert context_window(tiny_model_dir) == 8192
+    assert context_window(tmp_path) is None
+    (tmp_path / "config.json").write_text('{"max_position_embeddings": "lots"}')
+    assert context_window(tmp_path) is None

@@ -143,3 +143,37 @@ def test_bad_limit_flag_is_a_usage_error(capsys):
         cli.main(["gateway", "--idle-ttl-s", "-5"])
     assert exited.value.code == 2
     assert "--idle-ttl-s wants a positive float or 'none', got '-5'" in capsys.readouterr().err
+
+
+def test_public_host_keeps_admin_on_loopback_and_knows_the_context(tiny_model_dir, monkeypatch):
+    """`--host 0.0.0.0`: the admin API is printed and served on 127.0.0.1 only; the model's
+    context (config.json, 8192 for tiny) makes an over-long prompt a 400; TLS flags reach it."""
+    from agentcore_rl_harness import cli
+    from agentcore_rl_harness import standalone_gateway as standalone
+
+    seen = {}
+    monkeypatch.setattr(standalone, "run_standalone", lambda **kwargs: seen.update(kwargs))
+    assert cli.main(["gateway", "--model", "tiny", "--tls-certfile", "c.pem", "--tls-keyfile", "k.pem"]) == 0
+    assert (seen["tls_certfile"], seen["tls_keyfile"]) == ("c.pem", "k.pem")
+    monkeypatch.undo()
+    out, stop = io.StringIO(), threading.Event()
+    thread = threading.Thread(target=run_standalone, kwargs=dict(
+        model=str(tiny_model_dir), host="0.0.0.0", admin_token="t0ken", out=out, stop_event=stop))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while "admin API: " not in out.getvalue():
+            assert thread.is_alive() and time.monotonic() < deadline, out.getvalue()
+            time.sleep(0.05)
+        public = out.getvalue().split("gateway: ")[1].split()[0].replace("0.0.0.0", "127.0.0.1")
+        admin = out.getvalue().split("admin API: ")[1].split()[0]
+        assert admin.startswith("http://127.0.0.1:") and admin != public.removesuffix("/v1")
+        headers = {"X-Admin-Token": "t0ken"}
+        assert httpx.post(public.removesuffix("/v1") + "/admin/sessions", headers=headers).status_code == 404
+        session_id = httpx.post(admin + "/admin/sessions", headers=headers).json()["session_id"]
+        long = httpx.post(public + "/chat/completions", headers={"Authorization": f"Bearer {session_id}"}, timeout=60,
+                          json={"model": "tiny", "messages": [{"role": "user", "content": "word " * 9000}]})
+        assert long.status_code == 400 and long.json()["error"]["code"] == "context_length_exceeded"
+    finally:
+        stop.set()
+        thread.join(timeout=30)

@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     gateway.add_argument("--history", default="exact", choices=HISTORY_MODES,
                          help="a turn's prompt from the sampled ids (exact) or the template's re-rendering")
     gateway.add_argument("--gc-freeze", action="store_true", help="gc.freeze() once the model is loaded")
+    gateway.add_argument("--tls-certfile", default=None, help="serve HTTPS with this PEM certificate")
+    gateway.add_argument("--tls-keyfile", default=None, help="the PEM private key of --tls-certfile")
     limits = SessionLimits()
     for flag, kind, what in (
         ("--max-turns", int, "model requests per session"),
@@ -121,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sampler_model=args.sampler_model,
                 history=args.history,
                 gc_freeze=args.gc_freeze,
+                tls_certfile=args.tls_certfile,
+                tls_keyfile=args.tls_keyfile,
                 limits=SessionLimits(max_turns=args.max_turns, idle_ttl_s=args.idle_ttl_s,
                                      max_lifetime_s=args.max_lifetime_s,
                                      context_budget_tokens=args.context_budget_tokens),

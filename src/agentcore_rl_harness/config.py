@@ -442,3 +442,33 @@ def _coerce(hint: Any, value: Any, key: str) -> Any:
 
 def env_flag(name: str) -> bool:
     return os.environ.get(name, "").lower() in ("1", "true", "yes")
+
+
+@dataclass(frozen=True)
+class HydraJob:
+    """What one `agentcore-rl sweep` job needs from Hydra's DictConfig (read only here)."""
+
+    output_dir: Path
+    number: int
+    settings: Any  # the job's `sweep` node as its dataclass (sweep.SweepSettings)
+    resolved: dict[str, Any]  # the job's config without the `sweep` and `hydra` nodes
+    overrides: tuple[str, ...]  # the job's overrides, without `sweep.*` ones
+
+
+def hydra_job(cfg: Any) -> HydraJob:
+    """Read the running Hydra job (`cfg` is the DictConfig `@hydra.main` passed in)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    hydra_cfg = HydraConfig.get()
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved.pop("sweep", None)
+    resolved.pop("hydra", None)
+    number = OmegaConf.select(hydra_cfg, "job.num", default=None, throw_on_missing=False)
+    return HydraJob(
+        output_dir=Path(hydra_cfg.runtime.output_dir).resolve(),
+        number=0 if number is None else int(number),
+        settings=OmegaConf.to_object(cfg.sweep),
+        resolved=resolved,
+        overrides=tuple(o for o in hydra_cfg.overrides.task if not o.lstrip("+~").startswith("sweep.")),
+    )

@@ -262,6 +262,16 @@ def list_models() -> list[tuple[str, Path | None, bool]]:
     return rows
 
 
+def context_window(path: str | os.PathLike[str]) -> int | None:
+    """The model's context in tokens (`max_position_embeddings` of its config.json), or None."""
+    try:
+        config = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    value = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and value > 0 else None
+
+
 def load_tokenizer(path: str | os.PathLike[str]) -> Any:
     _, transformers = _import_local()
     try:

@@ -164,6 +164,7 @@ class Harness:
         self.model_id = ""
         self._start_lock = threading.Lock()
         self._model: Any = None
+        self._context_window: int | None = None  # from the model folder, when there is one
         self._trainer: Any = None
         self.advertised_url = ""
         self._slots: asyncio.Semaphore | None = None
@@ -197,7 +198,7 @@ class Harness:
                     failed_key_limit=cfg.gateway.failed_key_limit,
                     keep_alive_s=cfg.gateway.keep_alive_s,
                     context_window_tokens=getattr(getattr(self._model, "config", None),
-                                                  "max_position_embeddings", None),
+                                                  "max_position_embeddings", None) or self._context_window,
                     max_turns=cfg.gateway.max_turns,
                     idle_ttl_s=cfg.gateway.idle_ttl_s,
                     max_lifetime_s=cfg.gateway.max_lifetime_s,
@@ -220,10 +221,11 @@ class Harness:
         if self._external is not None:
             self._sampler, tokenizer, _ = self._external
             return tokenizer, "external sampler"
-        from .models import load_model, load_tokenizer, resolve_model
+        from .models import context_window, load_model, load_tokenizer, resolve_model
 
         cfg = self.config
         model_dir = resolve_model(cfg.model.name)
+        self._context_window = context_window(model_dir)
         tokenizer = load_tokenizer(model_dir)
         spec = self._trainer_spec()
         if spec is not None and spec.kind == "service":

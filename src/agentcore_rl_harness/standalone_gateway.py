@@ -27,16 +27,18 @@ def run_standalone(
     *, model: str, sampler: str = "hf", sampler_url: str | None = None, sampler_model: str | None = None,
     host: str = "127.0.0.1", port: int = 0, admin_token: str | None = None, history: str = "exact",
     gc_freeze: bool = False, limits: SessionLimits = SessionLimits(), out: TextIO = sys.stdout,
-    stop_event: threading.Event | None = None,
+    stop_event: threading.Event | None = None, tls_certfile: str | None = None,
+    tls_keyfile: str | None = None,
 ) -> None:
-    """Load `model` (a known name or a local HF folder), serve, print the base URL, block until
-    Ctrl-C (or `stop_event` is set)."""
+    """Load `model` (a known name or a local HF folder), serve, print the base URL (and the
+    admin API's loopback URL when `host` is not loopback), block until Ctrl-C (or `stop_event`
+    is set). A prompt longer than the model's context (its config.json) is a 400."""
     _check_options(sampler, sampler_url, history)
     try:
         limits.check()
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    from .models import load_tokenizer, resolve_model
+    from .models import context_window, load_tokenizer, resolve_model
 
     path = resolve_model(model)
     renderer = ChatTemplateRenderer(load_tokenizer(path))
@@ -44,13 +46,17 @@ def run_standalone(
                             sampler_model=sampler_model or (None if sampler == "vllm" else str(model)))
     config = GatewayConfig(host=host, port=port, history=history, gc_freeze=gc_freeze,
                            max_turns=limits.max_turns, context_budget_tokens=limits.context_budget_tokens,
-                           idle_ttl_s=limits.idle_ttl_s, max_lifetime_s=limits.max_lifetime_s)
+                           idle_ttl_s=limits.idle_ttl_s, max_lifetime_s=limits.max_lifetime_s,
+                           context_window_tokens=context_window(path), tls_certfile=tls_certfile,
+                           tls_keyfile=tls_keyfile)
     server = GatewayServer(sampler=backend, renderer=renderer, model_id=str(model), config=config,
                            admin_token=admin_token)
     stop_event = stop_event or threading.Event()
     try:
         with server:
             print(f"gateway: {server.base_url}", file=out, flush=True)
+            if server.admin_url != server.base_url.removesuffix("/v1"):
+                print(f"admin API: {server.admin_url} (loopback only)", file=out, flush=True)
             if admin_token is None:
                 print(f"admin token: {server.admin_token}", file=out, flush=True)
             try:

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .config import PACKAGED_CONFIG_MODULE
+from .config import PACKAGED_CONFIG_MODULE, hydra_job
 
 APP_CONFIG = "agentcore_rl_sweep"
 JOB_RESULT = "job.json"
@@ -107,23 +107,13 @@ def _hydra(argv: list[str], task, hydra) -> int:
 
 def run_job(cfg: Any) -> dict[str, Any]:
     """One Hydra job: write its config, run one pytest session, record the outcome."""
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-
-    hydra_cfg = HydraConfig.get()
-    job_dir = Path(hydra_cfg.runtime.output_dir).resolve()
-    settings = OmegaConf.to_object(cfg.sweep)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    resolved.pop("sweep", None)
-    resolved.pop("hydra", None)
-    overrides = [o for o in hydra_cfg.overrides.task if not o.lstrip("+~").startswith("sweep.")]
+    job = hydra_job(cfg)
+    job_dir, settings = job.output_dir, job.settings
     job_dir.mkdir(parents=True, exist_ok=True)
     import yaml
 
-    (job_dir / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False), encoding="utf-8")
-    number = OmegaConf.select(hydra_cfg, "job.num", default=None, throw_on_missing=False)
-    result: dict[str, Any] = {"job": 0 if number is None else int(number),
-                              "overrides": overrides, "dir": str(job_dir),
+    (job_dir / "config.yaml").write_text(yaml.safe_dump(job.resolved, sort_keys=False), encoding="utf-8")
+    result: dict[str, Any] = {"job": job.number, "overrides": list(job.overrides), "dir": str(job_dir),
                               "mode": settings.mode}
     if settings.mode not in MODES:
         result.update(returncode=None, error=f"sweep.mode={settings.mode!r}; valid: {list(MODES)}")

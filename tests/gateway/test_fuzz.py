@@ -5,7 +5,7 @@ by each wire's `from_internal`), then sometimes broken by one mutation (a key dr
 of the wrong type, a tool result for an unknown call, a string turned into a lone surrogate).
 Properties: no 5xx; a 200 records exactly one turn (the sampler was called once, the session's
 turn count moved by one, the reply is the sampler's); a 4xx records nothing and the session
-serves the next good request. `FUZZ_EXAMPLES` (default 60) sets the examples per wire; run with
+serves the next good request. `FUZZ_EXAMPLES` (default 40) sets the examples per wire; run with
 `-s` to see the counts of bodies tried and 5xx found.
 """
 
@@ -25,7 +25,7 @@ from agentcore_rl_harness.gateway.openai_wire import from_internal as chat_from_
 from agentcore_rl_harness.gateway.server import GatewayConfig, GatewayServer
 from agentcore_rl_harness.samplers.scripted import ScriptedSampler
 
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "40"))
 PATHS = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}
 TOOLS = [{"type": "function", "function": {"name": "add", "description": "Add", "parameters": {
              "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}},
@@ -112,16 +112,24 @@ def _set(body, path, value):
 _DELETE = object()
 
 
+INTERESTING = {"messages", "input", "system", "instructions", "tools", "role", "type", "content", "text",
+               "tool_calls", "function", "name", "arguments", "id", "tool_call_id", "tool_use_id", "call_id",
+               "output", "thinking", "reasoning", "reasoning_content", "parameters", "input_schema"}
+REPLACEMENTS = [_DELETE, "x", [5], 5, None, {}, [], "\ud800", "call_unknown", {"a": "b"}, [{}], True, 1e300]
+
+
 @st.composite
 def mutated(draw, body):
-    """`body` with one part dropped or replaced (by a wrong type, an unknown id, a lone surrogate)."""
+    """`body` with one or two parts dropped or replaced (a wrong type, an unknown id, a lone
+    surrogate), the keys the wires read five times as likely to be hit as any other part."""
     body = json.loads(json.dumps(body))
-    paths = [path for path, _ in _paths(body) if path]
-    path = draw(st.sampled_from(paths))
-    replacement = draw(st.one_of(st.just(_DELETE), st.just("\ud800"), st.just("call_unknown"),
-                                 st.just(None), st.just([]), st.just({}), st.integers(-2, 10**12),
-                                 st.just("x"), json_value))
-    _set(body, path, replacement)
+    for _ in range(draw(st.integers(1, 2))):
+        paths = [path for path, _ in _paths(body) if path]
+        if not paths:
+            break
+        weighted = paths + [path for path in paths if path[-1] in INTERESTING] * 4
+        replacement = draw(st.one_of(st.sampled_from(REPLACEMENTS), json_value))
+        _set(body, draw(st.sampled_from(weighted)), replacement)
     return body
 
 
@@ -148,7 +156,7 @@ GOOD = {"chat": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
 
 
 def _send(client, wire, session_id, body):
-    content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass")
+    content = json.dumps(body).encode()  # ASCII: a lone surrogate goes as the valid JSON escape "\\ud800"
     return client.post(PATHS[wire], content=content, headers={
         "Authorization": f"Bearer {session_id}", "content-type": "application/json"})
 
@@ -194,6 +202,6 @@ extras = st.fixed_dictionaries({}, optional={
 def test_fuzzed_bodies_never_5xx_and_are_recorded_exactly(fuzz_gateway, wire, data):
     body = wire_body(wire, data.draw(conversations(), label="conversation"), data.draw(st.booleans()),
                      data.draw(extras, label="extra"))
-    if data.draw(st.integers(0, 2), label="mutate") == 0:
+    if data.draw(st.booleans(), label="mutate"):
         body = data.draw(mutated(body), label="mutated")
     check_one(fuzz_gateway, wire, body)

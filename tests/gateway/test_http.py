@@ -105,3 +105,44 @@ def test_a_stream_is_sent_as_it_is_produced(serve):
             received += more()
     assert received.startswith(b"HTTP/1.1 200 OK")
     assert b"5\r\nfirst\r\n" in received and b"6\r\nsecond\r\n" in received
+
+
+def test_the_gateway_serves_through_the_coalescing_protocol(gateway_factory, monkeypatch):
+    """gateway/http.py subclasses uvicorn's private HttpToolsProtocol: the real GatewayServer must
+    still hand its connections to that subclass, and one JSON answer must leave as one write."""
+    import httpx
+
+    made, writes = [], []
+    original_made = CoalescingHttpProtocol.connection_made
+    original_flush = _CoalescingTransport.flush
+
+    def spy_made(self, transport):
+        made.append(type(self))
+        original_made(self, transport)
+
+    def spy_flush(self):
+        if self._pending:
+            writes.append(len(self._pending))
+        original_flush(self)
+
+    monkeypatch.setattr(_CoalescingTransport, "flush", spy_flush)
+    monkeypatch.setattr(CoalescingHttpProtocol, "connection_made", spy_made)
+    server, _ = gateway_factory(["hi"])
+    response = httpx.get(server.base_url + "/models", headers={"Authorization": f"Bearer {server.sessions.open()}"})
+    assert response.status_code == 200
+    assert made == [CoalescingHttpProtocol]
+    assert writes == [2]  # uvicorn's two writes (head, body) left as one send
+
+
+def test_installed_uvicorn_is_inside_the_pinned_range():
+    """The pin in pyproject.toml is the range this subclass was tested with."""
+    import re
+    from importlib.metadata import version
+    from pathlib import Path
+
+    from packaging.specifiers import SpecifierSet
+
+    pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    pin = re.search(r'"uvicorn([^"]+)"', pyproject).group(1)
+    assert "<" in pin, "uvicorn needs an upper bound: gateway/http.py subclasses a private class"
+    assert version("uvicorn") in SpecifierSet(pin)

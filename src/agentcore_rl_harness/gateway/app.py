@@ -35,10 +35,10 @@ class AdminSampling(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_tokens: int = 256
+    temperature: float = SamplingParams.temperature
+    top_p: float = SamplingParams.top_p
+    top_k: int = SamplingParams.top_k
+    max_tokens: int = SamplingParams.max_tokens
     stop: list[int | str] = []
     seed: int | None = None
 

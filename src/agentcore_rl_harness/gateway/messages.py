@@ -14,6 +14,7 @@ the text as sent; `reasoning` and `tool_calls` are present only when non-empty. 
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 from collections.abc import Mapping, Sequence
@@ -35,11 +36,22 @@ def new_id(prefix: str) -> str:
 
 def canonical_arguments(arguments: Any) -> str:
     if isinstance(arguments, str):
-        try:
-            return json.dumps(json.loads(arguments), ensure_ascii=False) if arguments.strip() else "{}"
-        except json.JSONDecodeError:
-            return arguments
+        if len(arguments) <= CANONICAL_CACHE_MAX_CHARS:
+            return _canonical_text(arguments)
+        return _canonical_text.__wrapped__(arguments)
     return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+
+
+# Every turn re-sends the history's tool-call arguments: short ones are canonicalised once.
+CANONICAL_CACHE_MAX_CHARS = 2048
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical_text(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), ensure_ascii=False) if arguments.strip() else "{}"
+    except json.JSONDecodeError:
+        return arguments
 
 
 def text_of(content: Any, *, where: str, kinds: tuple[str, ...] = ("text", "input_text", "output_text")) -> str:

@@ -10,7 +10,8 @@ tools). A request with no such P (first turn, a sub-agent with its own system pr
 unrelated conversation) is a new root: its own row. Its prompt depends on `history`:
 
   exact (default)   P.prompt_token_ids + P.completion_token_ids + encode(glue + suffix)
-                    The sampled ids are reused verbatim (never re-tokenised). `glue` is what the
+                    The sampled ids are reused verbatim (never re-tokenised), in a buffer the
+                    chain shares (`tokens.TokenRun`: no per-turn copy of the history). `glue` is what the
                     template writes after the reply's end-of-turn token ("\n" after <|im_end|>),
                     `suffix` is render(messages) minus render(messages[:k+1]). Where the template
                     renders the reply differently from what was sampled (dropped <think>,
@@ -20,6 +21,19 @@ unrelated conversation) is a new root: its own row. Its prompt depends on `histo
   template          encode(render(messages)): what the deployed template shows the model. If that
                     still starts with P's prompt + sampled ids the turn continues P's row; else
                     it is a new root (fork + drift) and P keeps its own row.
+
+Cost per turn (exact). Only what is new in a request is normalised, rendered and tokenised, so a
+turn costs the same at turn 200 as at turn 10 (`bench/gateway.py --scenario long`):
+  - the parent is found by comparing the request's messages before its last assistant message
+    with the parent's request as it arrived (one C-level equality), and only the messages from
+    that assistant message on are normalised;
+  - the suffix is rendered in a small window: the conversation's head (leading system messages
+    and the first user message) + the reply + what follows it. The text after the sampled reply
+    must come out the same in a second window that also holds the exchange before the reply; a
+    template whose rendering of the new messages depends on more than that (or that does not
+    reproduce the sampled reply) fails the check, and the turn takes the full render below.
+  The full render remains the reference (`incremental=False` forces it); tests hold the two to the
+  same token ids over long sessions for the bundled templates and the Qwen3/Llama-style ones.
 
 Either way no sampled token is ever re-masked or dropped: it stays in P's chain. A second child
 of one parent (an edited history) or a new root in a session that already has turns is a fork.
@@ -38,6 +52,7 @@ Linearization is O(total tokens): each trace is built from its chain in one pass
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -46,19 +61,25 @@ from typing import Any
 
 import orjson
 
+from ..errors import RenderError
 from ..records import HISTORY_MODES, FinishReason, HistoryMode, SampleResult, Trace  # noqa: F401 (HISTORY_MODES re-exported)
-from .rendering import Message, ParsedReply, Renderer, message_key, normalize_messages
+from .rendering import Message, ParsedReply, Renderer, message_key, normalize_message, normalize_messages
+from .tokens import TokenRun
 
 
 @dataclass(frozen=True)
 class PromptPlan:
-    """The prompt for one request and where it attaches in the tree (before sampling)."""
+    """The prompt for one request and where it attaches in the tree (before sampling).
+    `history_keys` and `request` (the messages as they arrived) are kept for matching later
+    requests; empty means "compute them from `messages`" and "not kept"."""
 
-    prompt_token_ids: tuple[int, ...]
+    prompt_token_ids: Sequence[int]
     messages: tuple[Message, ...]
     tools_key: str
     parent: int | None
     drift: bool
+    history_keys: tuple[tuple[Any, ...], ...] = ()
+    request: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,7 +88,7 @@ class Turn:
     parent: int | None
     messages: tuple[Message, ...]
     tools_key: str
-    prompt_token_ids: tuple[int, ...]
+    prompt_token_ids: Sequence[int]
     completion_token_ids: tuple[int, ...]
     logprobs: tuple[float, ...]
     finish_reason: str
@@ -95,6 +116,10 @@ def _keys(messages: Sequence[Message]) -> list[tuple[Any, ...]]:
 # the next turn's render of the history before its reply, so each extending turn renders twice
 # instead of three times. A few entries cover concurrent requests on one session.
 RENDER_CACHE_SIZE = 8
+# Requests kept as they arrived (the latest turns'), for the one-comparison parent match.
+REQUESTS_KEPT = 4
+# Shorter histories (messages between the head and the reply) take the full render: as cheap.
+WINDOW_MIN_MESSAGES = 3
 
 
 def _render_key(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
@@ -104,6 +129,27 @@ def _render_key(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] 
         return orjson.dumps([messages, tools or None, add_generation_prompt])
     except (TypeError, orjson.JSONEncodeError):
         return None
+
+
+def _extended(parent: Turn, suffix: Sequence[int]) -> TokenRun:
+    """The parent's prompt + its sampled ids + `suffix`, sharing the chain's buffer (`tokens.py`)."""
+    return TokenRun.of(parent.prompt_token_ids).extended(parent.completion_token_ids, suffix)
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, Mapping) else None
+
+
+def _head_length(messages: Sequence[Message], last: int) -> int:
+    """How many messages open the conversation: the leading system messages and the first user
+    message (templates render these specially: the system prompt, Llama's tools in the first
+    user turn). 0 when that head reaches the reply."""
+    head = 0
+    while head < last and messages[head]["role"] == "system":
+        head += 1
+    if head < last and messages[head]["role"] == "user":
+        head += 1
+    return head if head < last else 0
 
 
 def _without_reasoning(messages: Sequence[Message]) -> tuple[Message, ...]:
@@ -118,10 +164,13 @@ class TurnTree:
     starts a new row).
     """
 
-    def __init__(self, renderer: Renderer, *, history: str = "exact") -> None:
+    def __init__(self, renderer: Renderer, *, history: str = "exact", incremental: bool = True) -> None:
         self._renderer = renderer
         self.history = HistoryMode.parse(history, key="history").value
+        self.incremental = incremental
         self._turns: list[Turn] = []
+        self._with_children: set[int] = set()
+        self._requests: OrderedDict[int, tuple[Mapping[str, Any], ...]] = OrderedDict()
         self._renders: OrderedDict[bytes, str] = OrderedDict()
         self._render_text = getattr(renderer, "render_normalized", None) or getattr(renderer, "render", None)
 
@@ -145,31 +194,82 @@ class TurnTree:
 
     def plan(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> PromptPlan:
         """Build the prompt ids for a request, reusing sampled tokens of a matching earlier turn."""
-        normalised = tuple(normalize_messages(messages))
         tools_key = _tools_key(tools)
-        last = next((i for i in range(len(normalised) - 1, -1, -1) if normalised[i]["role"] == "assistant"), None)
-        parent = None if last is None else self._find_parent(normalised, last, tools_key)
+        request = tuple(messages)
+        last = next((i for i in range(len(request) - 1, -1, -1) if _role(request[i]) == "assistant"), None)
+        parent = None if last is None or not self.incremental else self._same_request(request, last, tools_key)
+        if parent is not None:  # only the messages from the reply on are new
+            normalised = parent.messages + tuple(normalize_messages(request[last:]))
+            keys = parent.history_keys + tuple(_keys(normalised[last:]))
+        else:
+            normalised = tuple(normalize_messages(request))
+            keys = tuple(_keys(normalised))
+            parent = None if last is None else self._find_parent(keys, last, tools_key)
+        plan = functools.partial(PromptPlan, messages=normalised, tools_key=tools_key, history_keys=keys,
+                                 request=request)
         if parent is not None and self.history == "template":
-            prompt = tuple(self._renderer.encode(self._render(normalised, tools)))
+            prompt = TokenRun.of(self._renderer.encode(self._render(normalised, tools)))
             sampled = parent.prompt_token_ids + parent.completion_token_ids
             if prompt[:len(sampled)] == sampled:
-                return PromptPlan(prompt, normalised, tools_key, parent.index, False)
-            return PromptPlan(prompt, normalised, tools_key, None, True)
+                return plan(prompt, parent=parent.index, drift=False)
+            return plan(prompt, parent=None, drift=True)
         if parent is not None:
-            extended = self._extend(parent, normalised, last, tools)
+            extended = self._extend_in_window(parent, normalised, last, tools) if self.incremental else None
+            extended = extended or self._extend(parent, normalised, last, tools)
             if extended is not None:
                 prompt, drift = extended
-                return PromptPlan(prompt, normalised, tools_key, parent.index, drift)
-        prompt = tuple(self._renderer.encode(self._render(normalised, tools)))
-        return PromptPlan(prompt, normalised, tools_key, None, parent is not None)
+                return plan(prompt, parent=parent.index, drift=drift)
+        prompt = TokenRun.of(self._renderer.encode(self._render(normalised, tools)))
+        return plan(prompt, parent=None, drift=parent is not None)
 
-    def _find_parent(self, messages: tuple[Message, ...], last: int, tools_key: str) -> Turn | None:
-        reply_key = message_key(messages[last])
-        history = _keys(messages[:last])
+    def _same_request(self, request: tuple[Mapping[str, Any], ...], last: int, tools_key: str) -> Turn | None:
+        """A recent turn whose request, as it arrived, is `request[:last]` and whose reply is
+        `request[last]`, or None (then `_find_parent` compares normalised keys)."""
+        reply_key = None
+        for index, earlier in reversed(self._requests.items()):
+            turn = self._turns[index]
+            if len(earlier) == last and turn.tools_key == tools_key and earlier == request[:last]:
+                reply_key = reply_key or message_key(normalize_message(request[last]))
+                if turn.reply_key == reply_key:
+                    return turn
+        return None
+
+    def _find_parent(self, keys: tuple[tuple[Any, ...], ...], last: int, tools_key: str) -> Turn | None:
+        reply_key, history = keys[last], keys[:last]
         for turn in reversed(self._turns):
             if (turn.tools_key == tools_key and turn.reply_key == reply_key
-                    and len(turn.history_keys) == last and list(turn.history_keys) == history):
+                    and len(turn.history_keys) == last and turn.history_keys == history):
                 return turn
+        return None
+
+    def _extend_in_window(self, parent: Turn, messages: tuple[Message, ...], last: int,
+                          tools: Sequence[Mapping[str, Any]] | None) -> tuple[tuple[int, ...], bool] | None:
+        """`_extend`'s common case rendered in two small windows (see the module docstring), or
+        None when the windows disagree or the template does not reproduce the sampled reply."""
+        head = _head_length(messages, last)
+        if head == 0 or last - head < WINDOW_MIN_MESSAGES:
+            return None
+        before = next((i for i in range(last - 1, head - 1, -1) if messages[i]["role"] == "assistant"), None)
+        if before is None:
+            return None
+        sampled, context, new = self._completion_text(parent), messages[:head], messages[last:]
+        try:
+            rest = self._text_after(context, new, sampled, tools)
+            if rest is None or rest != self._text_after(context + messages[before:last], new, sampled, tools):
+                return None
+        except RenderError:
+            return None
+        suffix = self._renderer.encode(rest)
+        return _extended(parent, suffix), False
+
+    def _text_after(self, head: tuple[Message, ...], new: tuple[Message, ...], sampled: str,
+                    tools: Sequence[Mapping[str, Any]] | None) -> str | None:
+        """In render(head + new), the text after `new[0]` (the reply) when the reply renders as
+        `sampled` right after render(head) with its generation prompt; else None."""
+        before = self._render(head, tools, True)
+        full = self._render(head + new, tools, True)
+        if full.startswith(before) and full.startswith(sampled, len(before)):
+            return full[len(before) + len(sampled):]
         return None
 
     def _extend(self, parent: Turn, messages: tuple[Message, ...], last: int,
@@ -186,7 +286,7 @@ class TurnTree:
         full = render(messages, tools, True)
         if full.startswith(head) and full.startswith(sampled, len(head)):
             suffix = self._renderer.encode(full[len(head) + len(sampled):])
-            return parent.prompt_token_ids + parent.completion_token_ids + tuple(suffix), False
+            return _extended(parent, suffix), False
         for variant in (messages, _without_reasoning(messages)):
             head = render(variant[:last], tools, True)
             with_reply = render(variant[: last + 1], tools, False)
@@ -206,7 +306,7 @@ class TurnTree:
         else:
             glue = block[len(sampled):]
         suffix = self._renderer.encode(glue + full[len(with_reply):])
-        prompt = parent.prompt_token_ids + parent.completion_token_ids + tuple(suffix)
+        prompt = _extended(parent, suffix)
         return prompt, drift
 
     def _completion_text(self, turn: Turn) -> str:
@@ -218,20 +318,26 @@ class TurnTree:
                completion_text: str | None = None) -> Turn:
         """Add the sampled turn for `plan` to the tree. `completion_text`, when the caller has it,
         is `renderer.decode(sample.token_ids)` (saves decoding it again when a turn follows)."""
-        siblings = any(t.parent == plan.parent for t in self._turns) if plan.parent is not None else False
+        siblings = plan.parent in self._with_children
         fork = siblings or (plan.parent is None and bool(self._turns))
         finish = sample.finish_reason.value if isinstance(sample.finish_reason, FinishReason) else str(sample.finish_reason)
         turn = Turn(
             index=len(self._turns), parent=plan.parent, messages=plan.messages,
-            tools_key=plan.tools_key, prompt_token_ids=plan.prompt_token_ids,
+            tools_key=plan.tools_key, prompt_token_ids=TokenRun.of(plan.prompt_token_ids),
             completion_token_ids=tuple(sample.token_ids), logprobs=tuple(sample.logprobs),
             finish_reason=finish, policy_version=sample.policy_version,
             reply=reply.to_message(), tool_calls=len(reply.tool_calls),
             ill_formed=reply.ill_formed, drift=plan.drift, fork=fork,
-            history_keys=tuple(_keys(plan.messages)), reply_key=message_key(reply.to_message()),
-            completion_text=completion_text,
+            history_keys=plan.history_keys or tuple(_keys(plan.messages)),
+            reply_key=message_key(reply.to_message()), completion_text=completion_text,
         )
         self._turns.append(turn)
+        if plan.parent is not None:
+            self._with_children.add(plan.parent)
+        if plan.request:
+            self._requests[turn.index] = plan.request
+            if len(self._requests) > REQUESTS_KEPT:
+                self._requests.popitem(last=False)
         return turn
 
     def traces(self) -> tuple[Trace, ...]:

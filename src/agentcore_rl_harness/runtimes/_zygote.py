@@ -19,6 +19,22 @@ thread would stay locked forever in the child): no watchdog thread, no event loo
 loop watches the socket, stdin, the session connections and SIGCHLD (via a wakeup pipe). The
 child is free to start threads. Module-level state of the agent is created once here and shared
 copy-on-write by every session (gunicorn's `--preload` semantics).
+
+Why not the stdlib's `multiprocessing` forkserver with `set_forkserver_preload` (checked against
+CPython 3.11-3.13 `multiprocessing/forkserver.py`):
+- There is one forkserver per harness process (a module global), and its preload list is fixed
+  when it first starts. The harness runs several agents (one per task, each with its own import
+  root and scrubbed environment), so it needs one preloaded server per agent, started and
+  restarted on its own.
+- The forkserver swallows preload failures (`except ImportError: pass`): an agent that cannot
+  be imported would show up as a confusing error in every session instead of one clear
+  `{"error": ...}` at start-up.
+- A forkserver child runs a picklable target with the forkserver's cwd and environment; each
+  session here needs its own workdir, environment and process group (so a timed-out session is
+  killed with everything it spawned), set between fork and serve.
+- The harness must learn each child's loopback port and exit status, and kill the child when
+  its connection drops; the forkserver reports an exit code only through a `Process` object of
+  the harness's own, with no hook between fork and the target.
 """
 
 from __future__ import annotations

@@ -1,0 +1,203 @@
+"""Long sessions: the gateway's CPU per turn as the history grows (`bench/gateway.py --scenario long`).
+
+An agent loop of `--turns` turns: every reply is a tool call (a fixed sampler, no model), every
+tool output is about `--tool-tokens` tokens of build log, so a 200-turn session with 300-token
+outputs carries ~60k tokens of history. The SmolLM2 tokenizer with the packaged tool template
+(`chatml_tools`) renders it. Sessions run one at a time, so the server does one turn at a time.
+
+CPU per turn is the server process's CPU (all its threads, Linux schedstat, ns) between the
+moments the driver starts two consecutive turns, read by the driver from /proc: the driver's own
+work (building the next body, parsing the answer) is in another process and does not count.
+
+Roles:
+  serve   python bench/_long_history.py serve --turns T --lines N --sessions S
+          start the gateway, spawn the driver, print one JSON line of per-turn CPU (ms)
+  drive   (spawned by serve) run the sessions over raw HTTP/1.1 and print per-turn CPU
+  path    the same conversation through the turn path alone (`prepare_turn` + `sample_turn`:
+          render, tokenise, turn tree; no HTTP, no wire parsing), thread CPU per turn
+`serve` uses whichever `agentcore_rl_harness` is on the path, so `bench/gateway.py` can run it
+against another checkout's `src` (`--baseline-src`) in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from urllib.parse import urlsplit
+
+SYSTEM = "You are a build agent. Use the shell tool until the build is green."
+TASK = "The build of project atlas fails. Find out why and fix it."
+TOOLS = [{"type": "function", "function": {
+    "name": "shell", "description": "Run a shell command and return its output.",
+    "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}}]
+CALL = '<tool_call>\n{"name": "shell", "arguments": {"cmd": "make -k step"}}\n</tool_call>'
+
+
+def tool_output(turn: int, lines: int) -> str:
+    """About 37 tokens a line of plausible, turn-dependent build log."""
+    return "\n".join(f"[{turn:04d}.{i:02d}] cc -O2 -c src/module_{(turn * 7 + i) % 113}.c -o "
+                     f"build/m{i}.o ({(turn * 31 + i * 17) % 997} ms) ok" for i in range(lines))
+
+
+def process_cpu_ns(pid: int) -> int:
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as file:
+                total += int(file.read().split()[0])
+        except (OSError, ValueError):
+            continue  # a thread that just ended
+    return total
+
+
+def _read_response(sock_file) -> tuple[int, bytes]:
+    status_line = sock_file.readline()
+    status = int(status_line.split()[1])
+    length = 0
+    while True:
+        line = sock_file.readline()
+        if line in (b"\r\n", b""):
+            break
+        name, _, value = line.decode("latin-1").partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value)
+    return status, sock_file.read(length)
+
+
+def drive(base_url: str, server_pid: int, session_ids: list[str], turns: int, lines: int) -> list[list[float]]:
+    """Per session, the server CPU ms of each turn."""
+    parts = urlsplit(base_url)
+    path = parts.path.rstrip("/") + "/chat/completions"
+    sock = socket.create_connection((parts.hostname, parts.port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock_file = sock.makefile("rb")
+    per_session = []
+    for session_id in session_ids:
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
+        marks = []
+        for turn in range(turns):
+            body = json.dumps({"model": "policy", "messages": messages, "tools": TOOLS}).encode()
+            head = (f"POST {path} HTTP/1.1\r\nHost: {parts.hostname}\r\nContent-Type: application/json\r\n"
+                    f"Authorization: Bearer {session_id}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+            marks.append(process_cpu_ns(server_pid))
+            sock.sendall(head + body)
+            status, answer = _read_response(sock_file)
+            if status != 200:
+                raise SystemExit(f"turn {turn + 1}: HTTP {status}: {answer[:500]!r}")
+            message = json.loads(answer)["choices"][0]["message"]
+            messages.append({k: v for k, v in message.items() if v is not None})
+            for call in message.get("tool_calls") or ():
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": tool_output(turn, lines)})
+        time.sleep(0.05)  # let the last turn's trailing work finish
+        marks.append(process_cpu_ns(server_pid))
+        per_session.append([(b - a) / 1e6 for a, b in zip(marks, marks[1:])])
+    sock.close()
+    return per_session
+
+
+def serve(turns: int, lines: int, sessions: int) -> dict:
+    import dataclasses
+
+    from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer, load_template
+    from agentcore_rl_harness.gateway.server import GatewayConfig, GatewayServer
+    from agentcore_rl_harness.models import load_tokenizer, prepare_model
+    from agentcore_rl_harness.records import FinishReason, SampleResult
+
+    renderer = ChatTemplateRenderer(load_tokenizer(prepare_model("tiny")), chat_template=load_template())
+    reply_ids = (*renderer.encode(CALL), renderer.stop_token_ids[0])
+    result = SampleResult(reply_ids, (-0.1,) * len(reply_ids), FinishReason.STOP)
+
+    class FixedSampler:
+        async def sample(self, *, prompt_token_ids, params, on_token=None):
+            return result
+
+    unlimited = {"max_turns": None, "idle_ttl_s": None, "max_lifetime_s": None, "session_ttl_s": None}
+    fields = {f.name for f in dataclasses.fields(GatewayConfig)}
+    config = GatewayConfig(gc_freeze=True, **{k: v for k, v in unlimited.items() if k in fields})
+    with GatewayServer(sampler=FixedSampler(), renderer=renderer, model_id="policy", config=config) as server:
+        opened = [server.sessions.open() for _ in range(sessions)]
+        done = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "drive", "--base-url", server.base_url,
+             "--server-pid", str(os.getpid()), "--turns", str(turns), "--lines", str(lines),
+             "--sessions", *opened], capture_output=True, text=True, timeout=3600)
+        if done.returncode != 0:
+            raise SystemExit(f"driver failed: {done.stderr[-3000:]}")
+        per_session = json.loads(done.stdout.strip().splitlines()[-1])
+        finished = [server.sessions.finish(session_id) for session_id in opened]
+    (trace,) = finished[-1].traces  # one row: every turn extended the one before
+    return {"cpu_ms": per_session, "history_tokens": len(trace.token_ids),
+            "tool_output_tokens": len(renderer.encode(tool_output(turns // 2, lines))),
+            "drift_events": finished[-1].metadata["drift_events"], "forks": finished[-1].metadata["forks"]}
+
+
+def turn_path(turns: int, lines: int, sessions: int) -> dict:
+    """Thread CPU ms of `prepare_turn` + `sample_turn` per turn, the wire's messages given."""
+    import asyncio
+
+    from agentcore_rl_harness.gateway import openai_wire
+    from agentcore_rl_harness.gateway.messages import chat_tools
+    from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer, load_template
+    from agentcore_rl_harness.gateway.sessions import SessionStore
+    from agentcore_rl_harness.gateway.turn import RequestedSampling, prepare_turn, sample_turn
+    from agentcore_rl_harness.models import load_tokenizer, prepare_model
+    from agentcore_rl_harness.records import FinishReason, SampleResult
+
+    renderer = ChatTemplateRenderer(load_tokenizer(prepare_model("tiny")), chat_template=load_template())
+    reply_ids = (*renderer.encode(CALL), renderer.stop_token_ids[0])
+    result = SampleResult(reply_ids, (-0.1,) * len(reply_ids), FinishReason.STOP)
+
+    class FixedSampler:
+        async def sample(self, *, prompt_token_ids, params, on_token=None):
+            return result
+
+    import gc
+
+    gc.collect()
+    gc.freeze()  # as the served gateway does (GatewayConfig.gc_freeze)
+    loop = asyncio.new_event_loop()
+    per_session = []
+    for _ in range(sessions):
+        store = SessionStore(renderer=renderer)
+        session = store.get(store.open())
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
+        cpu = []
+        for turn in range(turns):
+            internal, tools = openai_wire.to_internal(messages), chat_tools(TOOLS)
+            start = time.thread_time_ns()
+            prepared = prepare_turn(session=session, renderer=renderer, messages=internal, tools=tools,
+                                    requested=RequestedSampling())
+            loop.run_until_complete(sample_turn(prepared, sampler=FixedSampler(), renderer=renderer))
+            cpu.append((time.thread_time_ns() - start) / 1e6)
+            call_id = f"call_{turn}"
+            messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "type": "function",
+                             "function": {"name": "shell", "arguments": '{"cmd": "make -k step"}'}}]})
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": tool_output(turn, lines)})
+        per_session.append(cpu)
+    loop.close()
+    return {"cpu_ms": per_session}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("role", choices=["serve", "drive", "path"])
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--lines", type=int, default=8, help="tool output lines (~37 tokens each)")
+    parser.add_argument("--sessions", nargs="+", default=["3"])
+    parser.add_argument("--base-url")
+    parser.add_argument("--server-pid", type=int)
+    args = parser.parse_args()
+    if args.role == "drive":
+        print(json.dumps(drive(args.base_url, args.server_pid, args.sessions, args.turns, args.lines)))
+    elif args.role == "path":
+        print(json.dumps(turn_path(args.turns, args.lines, int(args.sessions[0]))), flush=True)
+    else:
+        print(json.dumps(serve(args.turns, args.lines, int(args.sessions[0]))), flush=True)
+
+
+if __name__ == "__main__":
+    main()

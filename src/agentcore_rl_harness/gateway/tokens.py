@@ -1,0 +1,80 @@
+"""`TokenRun`: a turn's prompt ids as a view of a buffer its whole chain of turns shares.
+
+A turn's prompt is its parent's prompt + the parent's sampled ids + a short suffix. Copying that
+into a new tuple every turn costs O(history) time per turn and O(turns x history) memory per
+session (about 400 MB for a 1000-turn, 100k-token session). A `TokenRun` is the first `length`
+ids of an append-only list: extending the latest turn of a chain appends the new ids in place;
+extending any other turn (a fork, a retried request) copies once, so no run ever sees ids
+change. It reads like a tuple (len, index, slice, iteration, ==, +); samplers iterate it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+__all__ = ["TokenRun"]
+
+
+class TokenRun(Sequence[int]):
+    __slots__ = ("_buffer", "_length")
+
+    def __init__(self, buffer: list[int], length: int) -> None:
+        self._buffer, self._length = buffer, length
+
+    @classmethod
+    def of(cls, token_ids: Sequence[int]) -> "TokenRun":
+        """`token_ids` as a run (the same object when it already is one)."""
+        if isinstance(token_ids, TokenRun):
+            return token_ids
+        buffer = list(token_ids)
+        return cls(buffer, len(buffer))
+
+    def extended(self, *parts: Sequence[int]) -> "TokenRun":
+        """This run followed by `parts`: in place when nothing was appended after this run."""
+        buffer = self._buffer
+        if len(buffer) != self._length:
+            buffer = buffer[:self._length]
+        for part in parts:
+            buffer.extend(part)
+        return TokenRun(buffer, len(buffer))
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[int, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return tuple(self._buffer[slice(*index.indices(self._length))])
+        if not -self._length <= index < self._length:
+            raise IndexError("token index out of range")
+        return self._buffer[index % self._length]
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.islice(self._buffer, self._length)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TokenRun):
+            return self._length == other._length and (
+                self._buffer is other._buffer or tuple(self) == tuple(other))
+        if isinstance(other, (tuple, list)):
+            return self._length == len(other) and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __add__(self, other: Sequence[int]) -> tuple[int, ...]:
+        return (*self, *other)
+
+    def __radd__(self, other: Sequence[int]) -> tuple[int, ...]:
+        return (*other, *self)
+
+    def __repr__(self) -> str:
+        return f"TokenRun({list(self)!r})" if self._length <= 16 else f"TokenRun(<{self._length} ids>)"
