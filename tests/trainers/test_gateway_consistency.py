@@ -41,9 +41,13 @@ def _gateway_traces(model, tokenizer, temperature):
                     reply = client.chat.completions.create(model="tiny", messages=messages, tools=TOOLS)
                     message = reply.choices[0].message
                     messages.append(message.model_dump(exclude_none=True))
-                    # a tool result in the middle: untrained tokens between trained ones
-                    messages.append({"role": "tool", "tool_call_id": "x",
-                                     "content": json.dumps({"result": 5})})
+                    # untrained tokens between trained ones: a tool result for each call the
+                    # model made (the gateway refuses results that answer no call), else a user turn
+                    if message.tool_calls:
+                        messages += [{"role": "tool", "tool_call_id": call.id,
+                                      "content": json.dumps({"result": 5})} for call in message.tool_calls]
+                    else:
+                        messages.append({"role": "user", "content": json.dumps({"result": 5})})
                 traces += server.sessions.finish(session_id).traces
     finally:
         sampler.close()
