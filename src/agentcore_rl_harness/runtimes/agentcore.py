@@ -27,7 +27,6 @@ import concurrent.futures
 import functools
 import json
 import logging
-import random
 import secrets
 import time
 import uuid
@@ -38,6 +37,7 @@ from ..errors import ConfigError, MissingDependencyError, RuntimeStartError
 from ..records import SessionOutcome, Status
 from . import _invocations as invocations
 from ._rate import TokenBucket
+from ._retry import Backoff, GaveUp, retry_call
 from .base import AgentRef
 
 logger = logging.getLogger(__name__)
@@ -124,10 +124,11 @@ class AgentCoreRuntime:
         self.exp_id = exp_id or (
             f"arl-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(4)}"
         )
-        self.max_invoke_attempts = max_invoke_attempts
+        self.backoff = Backoff(
+            attempts=max_invoke_attempts, initial_s=retry_backoff_s, max_s=retry_backoff_max_s
+        )
+        """The resend policy of invokes and stops (only errors proving the agent did not run)."""
         self._poll = (poll_initial_s, poll_max_s)
-        self.retry_backoff_s = retry_backoff_s
-        self.retry_backoff_max_s = retry_backoff_max_s
         self.stats: Counter[str] = Counter()
         """Counts: invokes, invoke_retries, stops, stop_failures."""
         self._calls, self._s3 = _load_aws_modules()
@@ -268,36 +269,38 @@ class AgentCoreRuntime:
         return body, key
 
     async def _invoke(self, arn: str, region: str, session_id: str, body: bytes) -> Any:
-        delay = self.retry_backoff_s
-        for attempt in range(1, self.max_invoke_attempts + 1):
+        async def attempt() -> Any:
             await self._limiters[arn].acquire()
             self.stats["invokes"] += 1
-            try:
-                return await self._call(
-                    self._calls.invoke,
-                    self._clients[region],
-                    arn=arn,
-                    session_id=session_id,
-                    qualifier=self.qualifier,
-                    payload=body,
-                )
-            except Exception as exc:
-                failure = self._calls.describe_failure(exc, "InvokeAgentRuntime")
-                if failure is None:
-                    raise
-                if not failure.retryable or attempt == self.max_invoke_attempts:
-                    raise self._calls.SessionFailed(
-                        failure.status,
-                        f"{failure.text} (attempt {attempt} of at most {self.max_invoke_attempts})",
-                    ) from None
-                self.stats["invoke_retries"] += 1
-                logger.info(
-                    "session %s: %s; the agent did not run, resending (attempt %d of %d)",
-                    session_id, failure.code, attempt + 1, self.max_invoke_attempts,
-                )
-                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-                delay = min(delay * 2, self.retry_backoff_max_s)
-        raise AssertionError("unreachable: the loop returns or raises")
+            return await self._call(
+                self._calls.invoke,
+                self._clients[region],
+                arn=arn,
+                session_id=session_id,
+                qualifier=self.qualifier,
+                payload=body,
+            )
+
+        def resending(failure: Any, next_attempt: int) -> None:
+            self.stats["invoke_retries"] += 1
+            logger.info(
+                "session %s: %s; the agent did not run, resending (attempt %d of %d)",
+                session_id, failure.code, next_attempt, self.backoff.attempts,
+            )
+
+        try:
+            return await retry_call(
+                attempt,
+                backoff=self.backoff,
+                classify=lambda exc: self._calls.describe_failure(exc, "InvokeAgentRuntime"),
+                on_retry=resending,
+            )
+        except GaveUp as gave_up:
+            raise self._calls.SessionFailed(
+                gave_up.failure.status,
+                f"{gave_up.failure.text} (attempt {gave_up.attempts} of at most "
+                f"{self.backoff.attempts})",
+            ) from None
 
     # -- stopping ---------------------------------------------------------------------------------
 
@@ -317,37 +320,40 @@ class AgentCoreRuntime:
         return task
 
     async def _stop(self, session_id: str, arn: str, region: str) -> None:
-        delay = self.retry_backoff_s
         client_token = str(uuid.uuid4())
-        for attempt in range(1, self.max_invoke_attempts + 1):
+
+        async def attempt() -> None:
             await self._limiters[arn].acquire()
             self.stats["stops"] += 1
-            try:
-                await self._call(
-                    self._calls.stop,
-                    self._clients[region],
-                    arn=arn,
-                    session_id=session_id,
-                    qualifier=self.qualifier,
-                    client_token=client_token,
-                )
+            await self._call(
+                self._calls.stop,
+                self._clients[region],
+                arn=arn,
+                session_id=session_id,
+                qualifier=self.qualifier,
+                client_token=client_token,
+            )
+
+        try:
+            await retry_call(
+                attempt,
+                backoff=self.backoff,
+                classify=lambda exc: self._calls.describe_failure(exc, "StopRuntimeSession"),
+            )
+            return
+        except GaveUp as gave_up:
+            if gave_up.failure.code == "ResourceNotFoundException":
+                logger.debug("session %s was already gone when stopped", session_id)
                 return
-            except Exception as exc:
-                failure = self._calls.describe_failure(exc, "StopRuntimeSession")
-                if failure is not None and failure.code == "ResourceNotFoundException":
-                    logger.debug("session %s was already gone when stopped", session_id)
-                    return
-                if failure is not None and failure.retryable and attempt < self.max_invoke_attempts:
-                    await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-                    delay = min(delay * 2, self.retry_backoff_max_s)
-                    continue
-                self.stats["stop_failures"] += 1
-                logger.warning(
-                    "could not stop AgentCore session %s on %s: %s; it ends at the runtime's "
-                    "idle timeout instead (the rollout is unaffected)",
-                    session_id, arn, failure.text if failure else f"{type(exc).__name__}: {exc}",
-                )
-                return
+            reason = gave_up.failure.text
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        self.stats["stop_failures"] += 1
+        logger.warning(
+            "could not stop AgentCore session %s on %s: %s; it ends at the runtime's "
+            "idle timeout instead (the rollout is unaffected)",
+            session_id, arn, reason,
+        )
 
     async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
