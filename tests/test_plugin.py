@@ -122,3 +122,15 @@ def test_x(rollout, row):
     result = pytester.runpytest("--agentcore-rl", "eval", "--agentcore-rl-out", "out")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*dataset file*missing.jsonl does not exist*"])
+
+
+def test_xdist_is_refused_with_agentcore_rl_and_left_alone_without_it(project):
+    pytest.importorskip("xdist", reason="pip install pytest-xdist")
+    result = project.runpytest("-n", "2", "--agentcore-rl", "eval", "--agentcore-rl-out", "out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--agentcore-rl does not run under pytest-xdist (-n*Run without -n*"])
+    assert not (project.path / "out").exists()
+    plain = project.runpytest("-n", "2")
+    plain.assert_outcomes(passed=1, skipped=1)
+    no_workers = project.runpytest("-n", "0", "--agentcore-rl", "eval", "--collect-only", "-q")
+    assert no_workers.ret == pytest.ExitCode.OK

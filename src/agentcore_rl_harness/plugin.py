@@ -101,6 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"--agentcore-rl {mode!r}: unknown mode; valid choices: {', '.join(MODES)}"
         )
+    _refuse_xdist(config)
     overrides = [*config.getini("agentcore_rl_set"), *config.getoption("agentcore_rl_set")]
     for override in overrides:
         if "=" not in override:
@@ -163,6 +164,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = run
     config.pluginmanager.register(ProgressHooks(run), "agentcore-rl-progress")
     _interrupt_on_sigterm()
+
+
+def _refuse_xdist(config: pytest.Config) -> None:
+    """One run needs one process: xdist workers would each start a harness and share one
+    rollouts.jsonl while the controller reports none of it (combining them is issue #16)."""
+    worker = hasattr(config, "workerinput")
+    distributing = config.pluginmanager.hasplugin("xdist") and not config.option.collectonly and (
+        bool(config.getoption("numprocesses", None))
+        or (config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None)))
+    )
+    if worker or distributing:
+        raise pytest.UsageError(
+            "--agentcore-rl does not run under pytest-xdist (-n / --dist): each worker would start "
+            "its own harness and the run's report would miss their rollouts. Run without -n "
+            "(pass -n 0 if your addopts set it); the harness already runs rollouts concurrently"
+        )
 
 
 class ProgressHooks:
