@@ -1,5 +1,6 @@
 """report.html: self-contained, every agent/dataset string escaped, the views a user needs."""
 
+import json
 from html.parser import HTMLParser
 
 from agentcore_rl_harness.records import Status, Trace
@@ -48,7 +49,69 @@ def test_every_string_is_escaped_and_nothing_is_injected():
     parser.feed(page)
     assert parser.tags.count("script") == 1  # only the page's own script
     assert "img" not in parser.tags and "onerror" not in parser.attrs
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;" in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&#34;&gt;&lt;img src=x onerror=alert(2)&gt;" in page
+
+
+class _Places(HTMLParser):
+    """Each text node with its enclosing tags, each attribute with its tag; entities decoded."""
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.texts, self.attrs, self.tags = [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attrs += [(tag, name, value) for name, value in attrs]
+        if tag != "meta":  # the only void element written without "/>"
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attrs += [(tag, name, value) for name, value in attrs]
+
+    def handle_endtag(self, tag):
+        if tag in self.stack:
+            del self.stack[len(self.stack) - 1 - self.stack[::-1].index(tag):]
+
+    def handle_data(self, data):
+        self.texts.append((tuple(self.stack), data))
+
+    def inside(self, *tags):
+        return [text for stack, text in self.texts if all(tag in stack for tag in tags)]
+
+
+def test_a_hostile_task_error_and_result_are_escaped_wherever_they_appear():
+    task = '<script>t()</script>"onload=alert(1) x="</td><td>task'
+    error = '<script>e()</script>"onload=alert(2) x="</td></pre>error'
+    answer = '<script>r()</script>"onload=alert(3) x="</td></pre>result'
+    row_id = '"onload=alert(4) x="</td>row'
+    rollouts = [make_rollout(row_id, task=task, phase="eval", success=False, reward=0.0,
+                             status=Status.TASK_FAILED, error=error, result={"answer": answer},
+                             traces=(), session_id="s")]
+    report = build_report(
+        run_id="run", mode="eval", config={}, overrides=[], versions={}, git_sha=None,
+        started_at="now", wall_time_s=1.0, rollouts=rollouts, item_phase="eval",
+        tags={task: ["x"]})
+    page = render_html(report, rollouts)
+    places = _Places()
+    places.feed(page)
+
+    # nothing got out of its text node or attribute value
+    assert page.count("<script") == 1 and places.tags.count("script") == 1
+    assert '"onload=' not in page and not [a for a in places.attrs if a[1].startswith("on")]
+    assert page.count("</td>") == page.count("<td") and page.count("</pre>") == page.count("<pre")
+    assert places.tags.count("td") == 9 * 3 + 13  # summary rows: task, tag:x, overall
+    # ... and each value is shown, whole, in every place it appears
+    cells = places.inside("table", "td")
+    assert cells.count(task) == 2  # its rollout row and its summary row
+    title = f"{task} / {row_id} / sample 0 / eval — task_failed"
+    assert places.inside("details", "summary").count(title) == 1
+    assert any(text.startswith(f"{task} eval: ") for text in places.inside("svg", "rect", "title"))
+    assert task[:24] in places.inside("svg", "text")
+    assert places.inside("pre").count(error) == 1
+    result_shown = json.dumps({"answer": answer}, indent=2, ensure_ascii=False)
+    assert places.inside("pre").count(result_shown) == 1
+    assert ("td", "data-v", row_id) in places.attrs and row_id in places.inside("td", "a")
 
 
 def test_page_is_offline_and_has_the_plots_table_and_token_view():
