@@ -197,6 +197,16 @@ def test_packaged_yaml_defaults_equal_the_typed_defaults(trainer):
     assert [line for line in drift if line.split(":")[0] not in INTERPOLATED] == []
 
 
+def test_one_sampling_default_for_runs_and_the_gateway():
+    from agentcore_rl_harness.config import SamplingConfig
+    from agentcore_rl_harness.gateway.server import GatewayConfig
+    from agentcore_rl_harness.records import SamplingParams
+
+    assert SamplingConfig().to_params() == SamplingParams() == GatewayConfig().sampling
+    assert compose_config([]).typed.sampling == SamplingConfig()
+    assert SamplingParams().max_tokens == 128  # what runs without sampling.max_tokens have used
+
+
 def test_admin_sampling_defaults_are_the_sampling_params_defaults():
     from agentcore_rl_harness.gateway.app import AdminSampling
     from agentcore_rl_harness.records import SamplingParams

@@ -59,10 +59,12 @@ class RuntimeConfig:
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_tokens: int = 128
+    """The `sampling` node; its defaults are `SamplingParams`' (records.py), not a copy."""
+
+    temperature: float = SamplingParams.temperature
+    top_p: float = SamplingParams.top_p
+    top_k: int = SamplingParams.top_k
+    max_tokens: int = SamplingParams.max_tokens
 
     def to_params(self) -> SamplingParams:
         return SamplingParams(

@@ -55,12 +55,17 @@ class FinishReason(str, enum.Enum):
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """What the trainer lets the sampler do for one turn. `top_k` 0 and `top_p` 1.0 mean off."""
+    """What the trainer lets the sampler do for one turn. `top_k` 0 and `top_p` 1.0 mean off.
+
+    The defaults are the harness's own: the `sampling.*` config keys (`SamplingConfig`), the
+    gateway's sessions and its admin API take theirs from here (the packaged YAML repeats them,
+    held equal by a test).
+    """
 
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
-    max_tokens: int = 256
+    max_tokens: int = 128
     stop_token_ids: tuple[int, ...] = ()
     seed: int | None = None
 
