@@ -37,7 +37,16 @@ def test_collect_only_expands_rows_times_samples(project):
     for nodeid in ("test_echo[r0-s0]", "test_echo[r0-s1]", "test_echo[r2-s1]", "test_ordinary"):
         assert f"test_task.py::{nodeid}" in lines
     assert "r3" not in result.stdout.str()  # train rows are not evaluated
-    assert (project.path / "out" / "config.yaml").is_file()
+    assert not (project.path / "out").exists()  # no rollout ran: nothing is written
+
+
+def test_sessions_without_rollouts_create_no_run_directory(project):
+    result = project.runpytest("--agentcore-rl", "eval", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK
+    result = project.runpytest("--agentcore-rl", "eval", "-k", "ordinary")
+    result.assert_outcomes(passed=1, deselected=6)
+    result.stdout.fnmatch_lines(["*no rollout ran, so no run directory was written*"])
+    assert not (project.path / "outputs").exists()
 
 
 def test_max_rows_and_samples_overrides(project):
@@ -93,11 +102,15 @@ def test_project_config_dir_and_ini_overrides(project):
         "defaults:\n  - agentcore_rl_base\n  - override model: tiny\n  - _self_\neval:\n  max_rows: 2\n"
     )
     project.makeini("[pytest]\nagentcore_rl_set =\n    eval.samples=1\n")
+    project.makepyfile(test_config="""
+def test_composed(agentcore_rl_config):
+    assert agentcore_rl_config.model.name == "tiny" and agentcore_rl_config.eval.max_rows == 2
+""")
     result = project.runpytest("--agentcore-rl", "eval", "--collect-only", "-q",
                                "--agentcore-rl-out", "out")
-    result.stdout.fnmatch_lines(["*3 tests collected*"])
-    written = (project.path / "out" / "config.yaml").read_text()
-    assert "name: tiny" in written and "max_rows: 2" in written
+    result.stdout.fnmatch_lines(["*4 tests collected*"])
+    result = project.runpytest("--agentcore-rl", "eval", "-k", "composed", "--agentcore-rl-out", "out")
+    result.assert_outcomes(passed=1, deselected=3)
 
 
 def test_run_mode_items_are_the_post_eval_and_train_mode_has_one_item_per_task(project):
@@ -134,3 +147,15 @@ def test_xdist_is_refused_with_agentcore_rl_and_left_alone_without_it(project):
     plain.assert_outcomes(passed=1, skipped=1)
     no_workers = project.runpytest("-n", "0", "--agentcore-rl", "eval", "--collect-only", "-q")
     assert no_workers.ret == pytest.ExitCode.OK
+
+
+def test_missing_torch_is_a_usage_error_with_the_install_hint(project):
+    # first on sys.path (the rootdir): `import torch` fails as it does where torch is not installed
+    project.makepyfile(torch="raise ModuleNotFoundError(\"No module named 'torch'\")\n")
+    result = project.runpytest("--agentcore-rl", "eval", "--agentcore-rl-set", "model=tiny",
+                               "--agentcore-rl-out", "out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-3000:]
+    result.stderr.fnmatch_lines(["ERROR: agentcore-rl eval: *No module named 'torch'*"])
+    assert "pip install 'agentcore-rl-harness[local]'" in result.stderr.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert not (project.path / "out").exists()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .errors import ConfigError, HarnessError
+from .errors import ConfigError, HarnessError, MissingDependencyError
 from .progress import PytestTerminal
 from .scoring import RolloutHandle
 from .session import MODES, SESSION_KEY, RunSession, TrainItem, resolve_baseline
@@ -269,7 +269,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_runtestloop(session: pytest.Session):
     run = _run(session.config)
     if run is not None and not session.config.option.collectonly:
-        run.start_rollouts(_task_items(session.items))
+        try:
+            run.start_rollouts(_task_items(session.items))
+        except MissingDependencyError as exc:  # e.g. no torch: say what to install, not a traceback
+            raise pytest.UsageError(f"agentcore-rl {run.mode}: {exc}") from exc
     return (yield)
 
 

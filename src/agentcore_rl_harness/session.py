@@ -67,7 +67,7 @@ class _Pending:
 class RunSession:
     mode: str
     config: ComposedConfig
-    store: RunStore
+    run_dir: Path  # created with the first rollout (`open_run_dir`): --collect-only writes nothing
     rootdir: Path
     progress: Progress
     started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
@@ -88,6 +88,20 @@ class RunSession:
     compare_path: Path | None = None
     save_baseline: str | None = None
     train_steps_total: int | None = None
+    _store: RunStore | None = None
+
+    @property
+    def store(self) -> RunStore:
+        return self._store if self._store is not None else self.open_run_dir()
+
+    def open_run_dir(self) -> RunStore:
+        """Create the run directory (config.yaml, run.json, rollouts.jsonl) if not yet done."""
+        if self._store is None:
+            store = RunStore(self.run_dir)
+            store.write_config(self.config.resolved)
+            store.write_run_info({"mode": self.mode, "overrides": list(self.config.overrides)})
+            self._store = store
+        return self._store
 
     @property
     def write(self) -> Callable[[str], None]:
@@ -108,10 +122,7 @@ class RunSession:
         source = config_path if config_path is not None else default_config_source(rootdir)
         composed = compose_config(overrides, source=source)
         run_dir = out_dir if out_dir is not None else default_run_dir(mode, rootdir)
-        store = RunStore(run_dir)
-        store.write_config(composed.resolved)
-        store.write_run_info({"mode": mode, "overrides": list(overrides)})
-        return cls(mode=mode, config=composed, store=store, rootdir=rootdir,
+        return cls(mode=mode, config=composed, run_dir=Path(run_dir).resolve(), rootdir=rootdir,
                    progress=_progress(composed.typed.report, terminal))
 
     @classmethod
@@ -139,8 +150,8 @@ class RunSession:
         composed = dataclasses.replace(composed, overrides=(*original, *extra))
         if extra:
             store.write_run_info({**info, "overrides": [*original, *extra]})
-        session = cls(mode=mode, config=composed, store=store, rootdir=rootdir,
-                      progress=_progress(composed.typed.report, terminal))
+        session = cls(mode=mode, config=composed, run_dir=run_dir, rootdir=rootdir,
+                      progress=_progress(composed.typed.report, terminal), _store=store)
         session.resumed = read_rollouts(run_dir)
         return session
 
@@ -176,8 +187,9 @@ class RunSession:
             return
         self.harness = Harness(self.config.typed, progress=self.write)
         cases = [case for _, case in items if isinstance(case, Case)]
-        self.write(f"agentcore-rl {self.mode}: run directory {self.store.run_dir}")
-        self.harness.start()
+        self.write(f"agentcore-rl {self.mode}: run directory {self.run_dir}")
+        self.harness.start()  # first: a missing dependency or model leaves no run directory behind
+        self.open_run_dir()
         start_step = self._reload() if self.resumed is not None else 0
         if self.mode in ("run", "train"):
             specs = list({id(case.spec): case.spec for _, case in items}.values())
@@ -207,7 +219,7 @@ class RunSession:
         from .train_store import latest_checkpoint, read_steps, rewrite_steps
 
         assert self.resumed is not None and self.harness is not None
-        checkpoint = latest_checkpoint(self.store.run_dir)
+        checkpoint = latest_checkpoint(self.run_dir)
         start_step = checkpoint[0] if checkpoint else 0
 
         def stale(rollout: Rollout) -> bool:
@@ -218,8 +230,8 @@ class RunSession:
         keep = [r for r in self.resumed if not stale(r)]
         self.store.rewrite(keep, [r for r in self.resumed if stale(r)])
         self.rollouts = keep
-        rewrite_steps(self.store.run_dir, before=start_step)
-        self.train_steps = read_steps(self.store.run_dir)
+        rewrite_steps(self.run_dir, before=start_step)
+        self.train_steps = read_steps(self.run_dir)
         if checkpoint and self.mode in ("run", "train"):
             self.harness.trainer().load_checkpoint(checkpoint[1])
         self.write(
@@ -251,7 +263,7 @@ class RunSession:
                 run_cases=self._run_cases,
                 score=self._score_offline,
                 trainer=trainer,
-                run_dir=self.store.run_dir,
+                run_dir=self.run_dir,
                 write=self.write,
                 start_step=start_step,
             )
@@ -299,7 +311,7 @@ class RunSession:
         fixtures = {"agentcore_rl_config": self.config.typed, "gateway": self.harness_gateway()}
         verdict = score_offline(case, handle, self._call, fixtures)
         rollout = make_rollout(
-            run_id=self.store.run_dir.name, case=case, episode=episode, handle=handle,
+            run_id=self.run_dir.name, case=case, episode=episode, handle=handle,
             verdict=verdict, step=case.step,
         )
         self._record(rollout)
@@ -384,7 +396,7 @@ class RunSession:
         if episode is None:
             self.infra_errors += 1
             verdict = Verdict(Status.INFRA_ERROR, failure[:ERROR_TEXT_LIMIT], None)
-            self._record(make_rollout(run_id=self.store.run_dir.name, case=pending.case,
+            self._record(make_rollout(run_id=self.run_dir.name, case=pending.case,
                                       episode=None, handle=None, verdict=verdict, step=None))
             return
         handle = pending.handle or RolloutHandle(episode)
@@ -398,7 +410,7 @@ class RunSession:
         if status is Status.INFRA_ERROR:
             success = None
         self._record(make_rollout(
-            run_id=self.store.run_dir.name, case=pending.case, episode=episode, handle=handle,
+            run_id=self.run_dir.name, case=pending.case, episode=episode, handle=handle,
             verdict=Verdict(status, error, success), step=None,
         ))
 
@@ -435,15 +447,17 @@ class RunSession:
             if self.harness is not None:
                 self.harness.close()
         finally:
-            self.store.close()
-        if self.store.write_errors:
-            self.infra_errors += len(self.store.write_errors)
-            self.write(f"agentcore-rl: {len(self.store.write_errors)} rollout(s) could not be "
-                       f"written to {self.store.run_dir}: {self.store.write_errors[0]}")
+            if self._store is not None:
+                self._store.close()
+        if self._store is not None and self._store.write_errors:
+            errors = self._store.write_errors
+            self.infra_errors += len(errors)
+            self.write(f"agentcore-rl: {len(errors)} rollout(s) could not be "
+                       f"written to {self.run_dir}: {errors[0]}")
         if not write_reports:
             return exitstatus
         self.report = build_report(
-            run_id=self.store.run_dir.name,
+            run_id=self.run_dir.name,
             mode=self.mode,
             config=self.config.resolved,
             overrides=self.config.overrides,
@@ -455,10 +469,11 @@ class RunSession:
             item_phase=self.phase,
             train_steps=self.train_steps,
             tags={name: list(spec.tags) for name, spec in self.specs.items()},
-            discarded=read_discarded(self.store.run_dir),
+            discarded=read_discarded(self.run_dir),
         )
         self._check_gates()
-        write_report_files(self.store.run_dir, self.report, self.rollouts, self.config.typed.report)
+        if self._store is not None:  # no rollout ran: the gates are judged, nothing is written
+            write_report_files(self.run_dir, self.report, self.rollouts, self.config.typed.report)
         if self.save_baseline:
             self._write_baseline()
         if self.mode == "collect" and self.rollouts:
@@ -498,7 +513,7 @@ class RunSession:
     def _save_dataset(self) -> None:
         kept = [r for r in self.rollouts if r.status is not Status.INFRA_ERROR]
         try:
-            write_parquet(self.store.run_dir, kept)
+            write_parquet(self.run_dir, kept)
         except Exception as exc:  # pyarrow / datasets: rollouts.jsonl still holds every rollout
             self.infra_errors += 1
             self.write(f"agentcore-rl collect: cannot write rollouts.parquet "
@@ -507,10 +522,14 @@ class RunSession:
     def summary_lines(self) -> list[str]:
         if self.report is None:
             return []
-        lines = [f"agentcore-rl {self.mode}: {render.verdict(self.report.overall)}"]
-        if self.report.delta is not None:
-            lines.append(f"agentcore-rl pre -> post: {render.delta_line(self.report.delta.overall)}")
-        lines.append(f"agentcore-rl run directory: {self.store.run_dir}")
+        if self._store is None:
+            lines = [f"agentcore-rl {self.mode}: no rollout ran, so no run directory was written"]
+        else:
+            lines = [f"agentcore-rl {self.mode}: {render.verdict(self.report.overall)}"]
+            if self.report.delta is not None:
+                lines.append(
+                    f"agentcore-rl pre -> post: {render.delta_line(self.report.delta.overall)}")
+            lines.append(f"agentcore-rl run directory: {self.run_dir}")
         if self.infra_errors:
             lines.append(f"agentcore-rl: {self.infra_errors} infrastructure error(s): exit 1")
         lines += [f"agentcore-rl gate FAILED: {failure}" for failure in self.gate_failures]
