@@ -19,6 +19,7 @@ def correct(rollout, row):
     samples=4,
     rewards=[correct],
     payload=lambda row: {"prompt": row["question"]},
+    oracle="answer",  # agent=oracle submits {"answer": row["answer"]}
 )
 def test_arith(rollout, row):
     assert rollout.reward == 1.0, f"expected {row['answer']}, got {rollout.result.get('answer')}"

@@ -14,14 +14,14 @@ ROOT = Path(agentcore_rl_harness.__file__).parent
 # Bottom to top. A module may import its own layer or lower ones, never a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "records", "conf"),
-    ("tasks", "store", "train_store", "models", "agent", "progress", "serving"),
+    ("tasks", "store", "train_store", "models", "agent", "progress", "serving", "sanity_agents"),
     ("gateway",),
     ("samplers", "runtimes"),
     ("trainers", "tinker_server"),
     ("reports",),
     ("config",),
     ("run", "runner", "training", "scoring"),
-    ("session", "plugin", "pytest_outcomes", "integrations", "sweep", "standalone_gateway", "cli"),
+    ("session", "fixtures", "plugin", "pytest_outcomes", "integrations", "sweep", "standalone_gateway", "cli"),
     ("",),  # the package's own __init__: the public facade
 )
 # Old import paths kept for one release: they import the new home (upward) and warn.

@@ -221,3 +221,29 @@ def test_eval_on_a_tty_redraws_one_status_line_in_place(tmp_path, tiny_model_dir
     assert plain.count("test_toy.py ") == 1, output[-3000:]
     # drawn with pytest's capturing suspended: never in a failed test's captured output
     assert "Captured stdout" not in plain, output[-3000:]
+
+
+@pytest.mark.slow
+def test_progress_lines_are_never_captured_nor_glued_to_pytests_rows(pytester, tiny_model_dir):
+    _toy(pytester.path, rows=4)
+    data = pytester.path / "data.jsonl"  # the first item waits on a slow rollout, the rest finish
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    rows[0]["sleep"] = 4.0
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = pytester.runpytest_subprocess(
+        *ARGS, "-rA", "--agentcore-rl-set", "runtime.concurrency=8",
+        "--agentcore-rl-set", "report.progress_every_pct=25", timeout=600,
+    )
+    output = result.stdout.str()
+    assert result.ret == 0, output[-3000:]
+    # -rA prints every test's captured output: progress written during a test's setup (while its
+    # fixture waits for the rollout) must have gone to the terminal, not into those sections
+    sections = re.split(r"^-+ Captured (?:stdout|stderr|log) \w+ -+$", output, flags=re.M)[1:]
+    for section in sections:
+        body = re.split(r"^(?:_+ .* _+|=+ .* =+)$", section, maxsplit=1, flags=re.M)[0]
+        assert "agentcore-rl" not in body, section[:2000]
+    # each progress line on a row of its own: never after pytest's `test_toy.py ..` or `[ 50%]`
+    assert re.search(r"^agentcore-rl eval: \d/8 rollouts", output, flags=re.M), output[-3000:]
+    glued = [line for line in output.splitlines()
+             if "agentcore-rl " in line and not line.startswith("agentcore-rl ")]
+    assert not glued, output[-3000:]

@@ -107,3 +107,21 @@ def test_an_empty_dataset_says_it_has_no_rows_and_how_to_fix_it(tmp_path, name, 
     message = str(excinfo.value)
     assert f"{tmp_path / name} has no rows" in message
     assert "@task(dataset=...)" in message
+
+
+def test_oracle_is_a_row_field_or_a_callable(tmp_path):
+    from agentcore_rl_harness.tasks import oracle_result
+
+    row = {"id": "q1", "answer": 4, "steps": ["2 + 2"]}
+    assert oracle_result(_spec(tmp_path, oracle="answer"), row) == {"answer": 4}
+    by_function = _spec(tmp_path, oracle=lambda r: {"answer": r["answer"], "work": r["steps"][0]})
+    assert oracle_result(by_function, row) == {"answer": 4, "work": "2 + 2"}
+    with pytest.raises(DatasetError, match=r"oracle='solution' names a row field, but row 'q1' has none"):
+        oracle_result(_spec(tmp_path, oracle="solution"), row)
+    with pytest.raises(DatasetError, match="must return a dict"):
+        oracle_result(_spec(tmp_path, oracle=lambda r: r["answer"]), row)
+    with pytest.raises(DatasetError, match=r"declares no oracle.*oracle=\"answer\""):
+        oracle_result(_spec(tmp_path), row)
+    for bad in ("", 3):
+        with pytest.raises(ValueError, match="give a row field name"):
+            arl.task(dataset="d.jsonl", oracle=bad)

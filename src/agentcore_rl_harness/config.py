@@ -16,8 +16,11 @@ from typing import Any
 
 from .errors import ConfigError
 from .records import HISTORY_MODES, SamplingParams, SessionLimits
+from .sanity_agents import AGENTS as SANITY_AGENTS
 
 PACKAGED_CONFIG_MODULE = "agentcore_rl_harness.conf"
+TASK_AGENT = "task"
+AGENT_CHOICES = (TASK_AGENT, *SANITY_AGENTS)
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,23 @@ class HarnessConfig:
     report: ReportConfig = field(default_factory=ReportConfig)
     seed: int = 0
     trainer: Any = None  # a TrainerSection, built from the `trainer` and `algo` nodes
+    agent: str = TASK_AGENT  # task: each task's own agent; oracle / null: a sanity agent; or a file / module:app
+
+
+def check_agent(agent: str, runtime_kind: str) -> None:
+    """`agent` names a choice of AGENT_CHOICES, an agent file (*.py) or a module:app."""
+    module, sep, attr = agent.rpartition(":")
+    is_app = agent.endswith(".py") or bool(sep and module and attr.isidentifier())
+    if agent not in AGENT_CHOICES and not is_app:
+        raise ConfigError(
+            f"agent={agent!r} is not supported; valid choices: {list(AGENT_CHOICES)} (task: each "
+            "task's own agent), or an agent file (path/agent.py) or module:app to run instead"
+        )
+    if agent != TASK_AGENT and runtime_kind != "local":
+        raise ConfigError(
+            f"agent={agent} runs a local app in place of the task's agent, which "
+            f"runtime={runtime_kind} cannot do (it maps tasks to deployed runtimes); use runtime=local"
+        )
 
 
 VALID_CHOICES = {
@@ -343,6 +363,8 @@ def compose_config(
     assert isinstance(resolved, dict)
     resolved.pop("hydra", None)
     plain = {k: v for k, v in resolved.items() if k not in ("trainer", "algo")}
+    if "agent" in plain and plain["agent"] is None:  # Hydra reads `agent=null` as None
+        plain["agent"] = "null"
     typed = build(HarnessConfig, plain, "")
     typed = dataclasses.replace(
         typed,
@@ -355,6 +377,7 @@ def compose_config(
             raise ConfigError(f"{key}={value!r} is not supported; valid choices: {list(choices)}")
     for section in (typed.gateway, typed.eval, typed.gates, typed.report):
         section.validate()
+    check_agent(typed.agent, typed.runtime.kind)
     return ComposedConfig(typed=typed, resolved=resolved, overrides=overrides, source=label)
 
 

@@ -1,4 +1,5 @@
-"""pytest hooks and fixtures: thin over `tasks` (declaration) and `session` (the run).
+"""pytest hooks: thin over `tasks` (declaration) and `session` (the run); the fixtures live in
+`fixtures.py` and are re-exported here, where pytest finds them on the plugin.
 
 Without `--agentcore-rl`, task tests collect as one skipped item each and ordinary tests are
 untouched. With it, each task expands into (row x sample) items whose rollouts start together
@@ -13,8 +14,8 @@ from typing import Any
 import pytest
 
 from .errors import ConfigError, HarnessError, MissingDependencyError
+from .fixtures import _arl_case, agentcore_rl_config, agentcore_session, backend, gateway, rollout, row  # noqa: F401
 from .progress import PytestTerminal
-from .scoring import RolloutHandle
 from .session import MODES, SESSION_KEY, RunSession, TrainItem, resolve_baseline
 from .tasks import case_id, task_spec
 
@@ -247,7 +248,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             indirect=True,
         )
         return
-    cases = run.cases_for(spec)
+    try:
+        cases = run.cases_for(spec)
+    except HarnessError as exc:  # the task's declaration or data: its message, not a traceback
+        raise pytest.Collector.CollectError(str(exc)) from exc
     metafunc.parametrize(
         CASE_FIXTURE,
         cases,
@@ -320,47 +324,3 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if run is not None:
         for line in run.summary_lines():
             terminalreporter.write_line(line)
-
-
-@pytest.fixture
-def _arl_case(request: pytest.FixtureRequest) -> Any:
-    return request.param
-
-
-@pytest.fixture
-def agentcore_rl_config(request: pytest.FixtureRequest):
-    """The composed, typed config of this run."""
-    return _require(request).config.typed
-
-
-@pytest.fixture
-def row(_arl_case) -> dict | None:
-    """The dataset row of this case (None for the one item of a task in `train` mode)."""
-    return None if isinstance(_arl_case, TrainItem) else dict(_arl_case.row)
-
-
-@pytest.fixture
-def rollout(request: pytest.FixtureRequest, _arl_case) -> RolloutHandle | None:
-    """The finished episode for this case (waits for it); set `.reward` to override scoring."""
-    if isinstance(_arl_case, TrainItem):
-        return None  # train mode: the item reports on training, its body is not run
-    return _require(request).rollout_for(request.node.nodeid)
-
-
-@pytest.fixture
-def gateway(request: pytest.FixtureRequest):
-    """The rollout gateway server of this run (`.base_url`, `.sessions`)."""
-    return _require(request).harness_gateway()
-
-
-@pytest.fixture
-def agentcore_session(request: pytest.FixtureRequest, _arl_case):
-    """Run extra agent sessions by hand: `agentcore_session.run(payload)` -> RolloutHandle."""
-    return _require(request).extra_sessions(_arl_case)
-
-
-def _require(request: pytest.FixtureRequest) -> RunSession:
-    run = _run(request.config)
-    if run is None:
-        pytest.skip(SKIP_REASON.format(modes=", ".join(MODES)))
-    return run

@@ -242,15 +242,19 @@ class PytestTerminal:
         self._status_row = False
 
     def write_line(self, text: str) -> None:
-        self._reporter.write_line(text)
+        """A whole line on a row of its own (pytest's partial `file.py ..` row is ended first)."""
+        with self._capture_suspended():
+            self._reporter.write_line(text)
+
+    def _capture_suspended(self) -> contextlib.AbstractContextManager[None]:
+        # Progress is written while a test waits for its rollout, i.e. while pytest captures the
+        # test's output: suspend capturing around the write, as pytest's live logging does, or the
+        # text would land in the test's "Captured stdout setup" instead of on the terminal.
+        capture = self._reporter.config.pluginmanager.getplugin("capturemanager")
+        return capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
 
     def _raw(self, text: str) -> None:
-        # The status is drawn while a test waits for its rollout, i.e. while pytest captures the
-        # test's output: suspend capturing around the write, as pytest's live logging does, or the
-        # status would land in the test's "Captured stdout" instead of on the terminal.
-        capture = self._reporter.config.pluginmanager.getplugin("capturemanager")
-        suspended = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
-        with suspended:
+        with self._capture_suspended():
             writer = self._reporter._tw
             writer.flush()
             stream = writer._file

@@ -19,7 +19,9 @@ from typing import Any, TypeVar
 from .config import HarnessConfig
 from .errors import ConfigError, HarnessError, failure_text
 from .records import SessionOutcome, Status
+from .run.backend import Backend
 from .run.cases import Case, Episode, case_seed
+from .run.sanity import add_oracle_result, agent_for
 from .runtimes.base import AgentRef, AgentRuntime
 from .tasks import TaskSpec, build_payload, rollout_block
 
@@ -159,6 +161,7 @@ class Harness:
         self.loop = LoopThread()
         self._progress = progress or (lambda message: None)
         self._sampler: Any = None
+        self.renderer: Any = None  # the policy's chat template, shared by the gateway and the backend
         self.gateway: Any = None
         self.runtime: AgentRuntime | None = None
         self.model_id = ""
@@ -180,9 +183,10 @@ class Harness:
             started = time.monotonic()
             tokenizer, where = self._load_policy()
             self.model_id = (self._external and self._external[2]) or cfg.model.name
+            self.renderer = ChatTemplateRenderer(tokenizer)
             self.gateway = GatewayServer(
                 sampler=self._sampler,
-                renderer=ChatTemplateRenderer(tokenizer),
+                renderer=self.renderer,
                 model_id=self.model_id,
                 config=GatewayConfig(
                     host=cfg.gateway.host,
@@ -298,6 +302,12 @@ class Harness:
             self._trainer = spec.load_factory()(self._model, sampler=self._sampler, section=self.config.trainer)
         return self._trainer
 
+    def backend(self) -> Backend:
+        """The run's sampling backend for task code: the gateway's sampler and renderer."""
+        self.start()
+        return Backend(sampler=self._sampler, renderer=self.renderer, loop=self.loop,
+                       model_name=self.model_id, sampling=self.config.sampling.to_params())
+
     def train_plan(self) -> Any:
         from .training import TrainPlan
 
@@ -355,6 +365,7 @@ class Harness:
         """Build the payload (task code: its errors fail the task) and run the agent session."""
         try:
             payload = build_payload(case.spec, case.row, rollout_info)
+            add_oracle_result(case.spec, case.row, payload, self.config.agent)
         except Exception as exc:  # the task's payload callable or its row: the task's fault
             return SessionOutcome(
                 status=Status.TASK_FAILED,
@@ -365,7 +376,8 @@ class Harness:
         try:
             return await self.runtime.run_session(
                 agent=AgentRef(
-                    task=case.spec.name, agent=case.spec.agent_path(), input_id=case.row_id
+                    task=case.spec.name, agent=agent_for(case.spec, self.config.agent),
+                    input_id=case.row_id,
                 ),
                 session_id=session_id,
                 payload=payload,

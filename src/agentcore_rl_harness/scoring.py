@@ -19,7 +19,7 @@ from .run.cases import Case, Episode
 from .tasks import AGENT_REWARD
 
 # Fixtures a task body may use when the harness scores a rollout itself (outside a pytest item).
-OFFLINE_FIXTURES = ("rollout", "row", "agentcore_rl_config", "gateway")
+OFFLINE_FIXTURES = ("rollout", "row", "agentcore_rl_config", "gateway", "backend")
 
 Caller = Callable[..., Any]  # runs a sync or async function to completion, returns its value
 

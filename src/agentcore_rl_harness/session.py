@@ -35,6 +35,7 @@ from .reports.build import build_report
 from .reports.compare import check_gates
 from .reports.load import load_report, read_discarded
 from .reports.model import Report
+from .run.sanity import check_task
 from .runner import Case, Episode, Harness
 from .scoring import (
     RolloutHandle, Verdict, apply_rewards, check_handle_rewards, drop_bad_rewards, failure_text,
@@ -164,6 +165,7 @@ class RunSession:
         return "train" if self.mode == "collect" else self.config.typed.eval.split
 
     def cases_for(self, spec: TaskSpec) -> list[Any]:
+        check_task(spec, self.config.typed.agent)
         self.specs[spec.name] = spec
         if self.mode == "train":
             return [TrainItem(spec)]
@@ -308,7 +310,8 @@ class RunSession:
 
     def _score_offline(self, case: Case, episode: Episode) -> Rollout:
         handle = RolloutHandle(episode)
-        fixtures = {"agentcore_rl_config": self.config.typed, "gateway": self.harness_gateway()}
+        fixtures = {"agentcore_rl_config": self.config.typed, "gateway": self.harness_gateway(),
+                    "backend": self.harness.backend()}
         verdict = score_offline(case, handle, self._call, fixtures)
         rollout = make_rollout(
             run_id=self.run_dir.name, case=case, episode=episode, handle=handle,

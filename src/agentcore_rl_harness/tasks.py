@@ -61,6 +61,7 @@ class TaskSpec:
     base_dir: Path
     fn: Callable[..., Any] = field(repr=False, compare=False)
     reward_from_agent: bool = False
+    oracle: str | Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, compare=False)
 
     def agent_path(self) -> str | None:
         """The agent as the local runtime needs it: a file path made absolute, or `module:app`."""
@@ -82,14 +83,23 @@ def task(
     tags: Sequence[str] = (),
     name: str | None = None,
     reward_from_agent: bool = False,
+    oracle: str | Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ):
     """Declare a task test: one case per dataset row x sample, `samples` cases form a group.
 
     `reward_from_agent=True`: the rollout's reward is the one the agent reported in its result
     (`reward`, else `rewards`), instead of reward functions.
+    `oracle`: the row's reference solution, as the result the oracle agent submits under
+    `--agentcore-rl-set agent=oracle`: a row field name (`"answer"` gives the result
+    `{"answer": row["answer"]}`) or a callable row -> result dict.
     """
     if not isinstance(samples, int) or samples < 1:
         raise ValueError(f"@task(samples={samples!r}): samples must be an integer >= 1")
+    if oracle is not None and not (callable(oracle) or (isinstance(oracle, str) and oracle)):
+        raise ValueError(
+            f"@task(oracle={oracle!r}): give a row field name (oracle=\"answer\") or a callable "
+            "row -> result dict (oracle=lambda row: {\"answer\": row[\"answer\"]})"
+        )
     reward_fns = tuple(r if isinstance(r, RewardFn) else reward(r) for r in rewards)
     if reward_from_agent and reward_fns:
         raise ValueError(
@@ -117,6 +127,7 @@ def task(
             base_dir=base_dir,
             fn=fn,
             reward_from_agent=bool(reward_from_agent),
+            oracle=oracle,
         )
         setattr(fn, TASK_ATTR, spec)
         return fn
@@ -254,6 +265,43 @@ def build_payload(spec: TaskSpec, row: dict[str, Any], rollout_info: dict[str, A
         )
     body["_rollout"] = rollout_info
     return body
+
+
+def oracle_result(spec: TaskSpec, row: dict[str, Any]) -> dict[str, Any]:
+    """The result the oracle agent submits for `row`: the task's reference solution."""
+    if spec.oracle is None:
+        raise DatasetError(missing_oracle_message(spec.name))
+    if isinstance(spec.oracle, str):
+        if spec.oracle not in row:
+            raise DatasetError(
+                f"task {spec.name}: oracle={spec.oracle!r} names a row field, but row "
+                f"{row.get('id')!r} has none (its fields: {sorted(row)})"
+            )
+        result = {spec.oracle: copy.deepcopy(row[spec.oracle])}
+    else:
+        result = spec.oracle(copy.deepcopy(row))
+    if not isinstance(result, dict):
+        raise DatasetError(
+            f"task {spec.name}: the oracle for row {row.get('id')!r} must return a dict (the "
+            f"agent's result), got {type(result).__name__}"
+        )
+    try:
+        json.dumps(result)
+    except (TypeError, ValueError) as exc:
+        raise DatasetError(
+            f"task {spec.name}: the oracle result for row {row.get('id')!r} is not "
+            f"JSON-serialisable: {exc}"
+        ) from exc
+    return result
+
+
+def missing_oracle_message(task_name: str) -> str:
+    return (
+        f"task {task_name} declares no oracle, so agent=oracle cannot run it; declare where the "
+        f"row's reference solution is: @arl.task(..., oracle=\"answer\") (a row field, submitted "
+        "as {\"answer\": row[\"answer\"]}) or @arl.task(..., oracle=lambda row: {...}); or drop "
+        "--agentcore-rl-set agent=oracle"
+    )
 
 
 def case_id(row_id: str, sample_index: int) -> str:

@@ -549,3 +549,12 @@ def test_a_peft_model_wrapped_in_place_samples_exact_logprobs(tiny_model_dir):
 def test_negative_prefix_cache_tokens_is_refused(model):
     with pytest.raises(ValueError, match="prefix_cache_tokens"):
         HFLocalSampler(model, prefix_cache_tokens=-1)
+
+
+def test_score_gives_the_logprobs_a_sample_recorded(sampler):
+    prompt = _prompt(12, seed=7)
+    sampled = asyncio.run(sampler.sample(prompt_token_ids=prompt, params=SamplingParams(temperature=0.8, max_tokens=6, seed=3)))
+    scored = asyncio.run(sampler.score(prompt_token_ids=prompt, completion_token_ids=sampled.token_ids, temperature=0.8))
+    assert scored == pytest.approx(sampled.logprobs, abs=1e-4)
+    with pytest.raises(SamplingError, match="non-empty prompt and completion"):
+        asyncio.run(sampler.score(prompt_token_ids=prompt, completion_token_ids=[]))

@@ -74,3 +74,27 @@ def test_missing_sdk_names_the_pip_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "tinker", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'tinker>=0.38,<0.39'"):
         TinkerSampler(FakeSamplingClient())
+
+
+class FakeScoringClient:
+    """Answers `compute_logprobs` like tinker 0.38's SamplingClient (an awaitable, None first)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def compute_logprobs(self, prompt, prompt_logprobs_last_n=None):
+        self.calls.append((prompt.to_ints(), prompt_logprobs_last_n))
+
+        async def result():
+            return [None] + [-0.1 * i for i in range(1, len(prompt.to_ints()))]
+
+        return result()
+
+
+def test_score_is_compute_logprobs_of_the_completion_tail():
+    client = FakeScoringClient()
+    scored = asyncio.run(TinkerSampler(client).score(prompt_token_ids=[1, 2, 3], completion_token_ids=[4, 5]))
+    assert client.calls == [([1, 2, 3, 4, 5], 2)]
+    assert scored == pytest.approx((-0.3, -0.4))
+    with pytest.raises(SamplingError, match="temperature 1 only"):
+        asyncio.run(TinkerSampler(client).score(prompt_token_ids=[1], completion_token_ids=[2], temperature=0.5))

@@ -107,7 +107,8 @@ class EpisodeRunner:
 
     def _score(self, case: Case, episode: Episode) -> Rollout:
         handle = RolloutHandle(episode)
-        fixtures = {"agentcore_rl_config": self.config, "gateway": self.harness.gateway}
+        fixtures = {"agentcore_rl_config": self.config, "gateway": self.harness.gateway,
+                    "backend": self.harness.backend()}
         verdict = score_offline(case, handle, self._call, fixtures)
         return make_rollout(
             run_id=self.run_id, case=case, episode=episode, handle=handle, verdict=verdict,

@@ -250,6 +250,31 @@ class HFLocalSampler:
         self._queue.put(_Request(prompt, params, loop, future, on_token))
         return await future
 
+    async def score(
+        self, *, prompt_token_ids: Sequence[int], completion_token_ids: Sequence[int],
+        temperature: float = 1.0,
+    ) -> tuple[float, ...]:
+        """Logprobs of `completion_token_ids` after the prompt under softmax(logits / temperature)
+        of the current weights: one forward pass beside the batches, under `lock`."""
+        if self._closed:
+            raise SamplingError("the HF local sampler is closed")
+        prompt = tuple(int(token) for token in prompt_token_ids)
+        completion = tuple(int(token) for token in completion_token_ids)
+        if not prompt or not completion:
+            raise SamplingError(
+                f"score needs a non-empty prompt and completion, got {len(prompt)} and "
+                f"{len(completion)} tokens"
+            )
+        return await asyncio.to_thread(self._score, prompt, completion, temperature)
+
+    def _score(self, prompt: tuple[int, ...], completion: tuple[int, ...], temperature: float) -> tuple[float, ...]:
+        with self.lock, torch.no_grad():
+            model = self.model
+            ids = torch.tensor([prompt + completion], device=getattr(model, "device", None))
+            logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1]
+            targets = ids[0, len(prompt):].unsqueeze(-1)
+            return tuple(tempered_logprobs(logits, temperature).gather(-1, targets).squeeze(-1).tolist())
+
     def close(self) -> None:
         """Stop the worker after the requests already queued are served."""
         if not self._closed:

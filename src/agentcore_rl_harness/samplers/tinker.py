@@ -72,6 +72,32 @@ class TinkerSampler:
                 top_p=params.top_p),
         }
 
+    async def score(self, *, prompt_token_ids: Sequence[int], completion_token_ids: Sequence[int],
+                    temperature: float = 1.0) -> tuple[float, ...]:
+        """Logprobs of `completion_token_ids` after the prompt (`SamplingClient.compute_logprobs`,
+        which scores at temperature 1 only)."""
+        if temperature != 1.0:
+            raise SamplingError(f"{ENGINE} scores at temperature 1 only, got temperature={temperature}")
+        completion = [int(t) for t in completion_token_ids]
+        if not completion or not prompt_token_ids:
+            raise SamplingError(
+                f"score needs a non-empty prompt and completion, got {len(prompt_token_ids)} and "
+                f"{len(completion)} tokens"
+            )
+        prompt = self._tinker.ModelInput.from_ints([*(int(t) for t in prompt_token_ids), *completion])
+        client = self.sampling_client
+        try:
+            if self._awaitable_sample:
+                logprobs = await client.compute_logprobs(prompt, prompt_logprobs_last_n=len(completion))
+            else:
+                logprobs = await client.compute_logprobs_async(prompt)
+        except self._tinker.TinkerError as exc:
+            raise SamplingError(f"{ENGINE} scoring failed: {type(exc).__name__}: {exc}") from exc
+        tail = list(logprobs)[-len(completion):]
+        if len(tail) != len(completion) or any(value is None for value in tail):
+            raise SamplingError(f"{ENGINE} returned no logprob for some of the {len(completion)} scored tokens")
+        return tuple(float(value) for value in tail)
+
     async def sample(self, *, prompt_token_ids: Sequence[int], params: SamplingParams,
                      on_token: TokenCallback | None = None) -> SampleResult:
         client, version = self.sampling_client, self.policy_version

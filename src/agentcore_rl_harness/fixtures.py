@@ -1,0 +1,73 @@
+"""The fixtures a task test may ask for; thin wrappers over the run (`session.RunSession`).
+
+`plugin.py` re-exports them, so pytest finds them on the registered plugin module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .config import HarnessConfig
+from .run.backend import Backend
+from .scoring import RolloutHandle
+from .session import MODES, SESSION_KEY, ExtraSessions, RunSession, TrainItem
+
+__all__ = ["_arl_case", "agentcore_rl_config", "agentcore_session", "backend", "gateway", "rollout", "row"]
+
+
+@pytest.fixture
+def _arl_case(request: pytest.FixtureRequest) -> Any:
+    return request.param
+
+
+@pytest.fixture
+def agentcore_rl_config(request: pytest.FixtureRequest) -> HarnessConfig:
+    """The composed, typed config of this run."""
+    return _require(request).config.typed
+
+
+@pytest.fixture
+def row(_arl_case) -> dict | None:
+    """The dataset row of this case (None for the one item of a task in `train` mode)."""
+    return None if isinstance(_arl_case, TrainItem) else dict(_arl_case.row)
+
+
+@pytest.fixture
+def rollout(request: pytest.FixtureRequest, _arl_case) -> RolloutHandle | None:
+    """The finished episode for this case (waits for it); set `.reward` to override scoring."""
+    if isinstance(_arl_case, TrainItem):
+        return None  # train mode: the item reports on training, its body is not run
+    return _require(request).rollout_for(request.node.nodeid)
+
+
+@pytest.fixture
+def gateway(request: pytest.FixtureRequest):
+    """The rollout gateway server of this run (`.base_url`, `.sessions`)."""
+    return _require(request).harness_gateway()
+
+
+@pytest.fixture
+def agentcore_session(request: pytest.FixtureRequest, _arl_case) -> ExtraSessions:
+    """Run extra agent sessions by hand: `agentcore_session.run(payload)` -> RolloutHandle."""
+    return _require(request).extra_sessions(_arl_case)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """The run's sampling backend: `.model_name`, `.policy_version`, `.sample(prompt)`,
+    `.score(prompt, completion)` (await `.asample` / `.ascore` in `async def` code)."""
+    run = _require(request)
+    run.harness_gateway()  # starts the harness: model, sampler, gateway
+    assert run.harness is not None
+    return run.harness.backend()
+
+
+def _require(request: pytest.FixtureRequest) -> RunSession:
+    run = request.config.stash.get(SESSION_KEY, None)
+    if run is None:
+        pytest.skip(
+            f"agentcore-rl fixture: run it with `pytest --agentcore-rl MODE` (modes: {', '.join(MODES)})"
+        )
+    return run
