@@ -215,3 +215,23 @@ def test_gates_fail_the_build_and_baselines_compare(pytester, tiny_model_dir):
     missing = pytester.runpytest_subprocess("--agentcore-rl", "eval", "--agentcore-rl-compare", "nope")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
     missing.stderr.fnmatch_lines(["*--agentcore-rl-compare 'nope': not a run directory*"])
+
+
+def test_task_items_carry_user_properties_into_the_users_junitxml(pytester, tiny_model_dir):
+    import xml.etree.ElementTree as ET
+
+    rows = [{"id": f"q{i}", "split": "test", "n": i, "question": f"What is {i}?"} for i in range(2)]
+    _project(pytester, rows)
+    result = _run(pytester, "--junitxml", "user.xml")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    records = {f"test_parity[{r['row_id']}-s{r['sample_index']}]": r for r in _records(pytester)}
+    cases = {case.get("name"): case for case in ET.parse(pytester.path / "user.xml").iter("testcase")}
+    assert set(records) < set(cases) and "test_plain" in cases
+    for name, record in records.items():
+        properties = {p.get("name"): p.get("value") for p in cases[name].iter("property")}
+        assert properties == {
+            "reward": repr(record["reward"]), "status": record["status"],
+            "session_id": record["session_id"], "rewards.even": repr(record["rewards"]["even"]),
+        }
+    assert cases["test_parity[q1-s0]"].find("failure") is not None  # the failed task, with its data
+    assert not list(cases["test_plain"].iter("property"))

@@ -16,6 +16,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .records import HISTORY_MODES, SamplingParams, SessionLimits
+from .runtimes.isolation import ISOLATION_KINDS, START_METHODS, SandboxLimits
 from .sanity_agents import AGENTS as SANITY_AGENTS
 
 PACKAGED_CONFIG_MODULE = "agentcore_rl_harness.conf"
@@ -40,7 +41,11 @@ class SamplerConfig:
 @dataclass(frozen=True)
 class RuntimeConfig:
     kind: str = "local"
-    start_method: str = "fork"  # fork: sessions fork from a pre-imported zygote; spawn: fresh python
+    start_method: str = "auto"  # spawn: fresh python; fork: from a pre-imported zygote (isolation=none)
+    isolation: str = "auto"  # bwrap (namespaces), uid (a uid per session), none; auto: the strongest here
+    limits: SandboxLimits = field(default_factory=SandboxLimits)  # rlimits of session processes
+    hidden_paths: tuple[str, ...] = ()  # bwrap: also hidden from sessions (the run dir always is)
+    readable_paths: tuple[str, ...] = ()  # bwrap: bound back read-only into every session
     concurrency: int = 8
     startup_timeout_s: float = 60.0
     env_passthrough: tuple[str, ...] = ()
@@ -291,7 +296,8 @@ VALID_CHOICES = {
     "runtime.kind": ("local", "agentcore"),
     "gateway.history": HISTORY_MODES,
     "runtime.result_mode": ("inline", "s3", "start_get"),
-    "runtime.start_method": ("fork", "spawn"),
+    "runtime.start_method": START_METHODS,
+    "runtime.isolation": ISOLATION_KINDS,
     "model.dtype": ("float32", "bfloat16", "float16"),
     "report.progress": PROGRESS_STYLES,
 }

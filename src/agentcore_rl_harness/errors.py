@@ -33,6 +33,11 @@ class RuntimeStartError(HarnessError):
     """An agent runtime could not start a session for reasons outside the agent's code."""
 
 
+class SandboxError(HarnessError):
+    """A command or file operation in a session's sandbox could not be done (it is gone, a file
+    is missing or too large); the message names the session and the path."""
+
+
 class MissingDependencyError(HarnessError, ImportError):
     """An optional dependency is not installed; the message says what to pip install."""
 

@@ -16,6 +16,7 @@ import pytest
 from .errors import ConfigError, HarnessError, MissingDependencyError
 from .fixtures import _arl_case, agentcore_rl_config, agentcore_session, backend, gateway, rollout, row  # noqa: F401
 from .progress import PytestTerminal
+from .records import Rollout
 from .session import MODES, SESSION_KEY, RunSession, TrainItem, resolve_baseline
 from .tasks import case_id, task_spec
 
@@ -307,7 +308,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     run = _run(item.config)
     if run is not None:
         run.on_report(item.nodeid, report, call)
+        rollout = run.recorded(item.nodeid)
+        if rollout is not None and not item.stash.get(_PROPERTIES_SET, False):
+            item.stash[_PROPERTIES_SET] = True
+            properties = rollout_properties(rollout)
+            item.user_properties.extend(properties)  # later reports (teardown) copy the item's
+            report.user_properties.extend(properties)
     return report
+
+
+_PROPERTIES_SET = pytest.StashKey[bool]()
+
+
+def rollout_properties(rollout: Rollout) -> list[tuple[str, str]]:
+    """What a user's own `--junitxml` (or any report plugin) gets from a task item's rollout."""
+    properties = [
+        ("reward", "" if rollout.reward is None else repr(rollout.reward)),
+        ("status", rollout.status.value),
+        ("session_id", rollout.session_id),
+    ]
+    properties += [(f"rewards.{name}", repr(value)) for name, value in rollout.rewards.items()]
+    return properties
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

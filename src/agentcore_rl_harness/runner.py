@@ -14,6 +14,7 @@ import secrets
 import threading
 import time
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 from .config import HarnessConfig
@@ -151,12 +152,15 @@ class Harness:
         sampler: Any = None,
         tokenizer: Any = None,
         model_id: str | None = None,
+        private_dirs: tuple[Path, ...] = (),
     ) -> None:
         """`sampler` (with `tokenizer`) plugs in an external engine's `SamplingBackend` (verl,
-        slime): no weights are loaded here, and the harness never closes that sampler."""
+        slime): no weights are loaded here, and the harness never closes that sampler.
+        `private_dirs` (the run directory) are hidden from isolated agent sessions."""
         if sampler is not None and tokenizer is None:
             raise ConfigError("an external sampler needs the tokenizer that renders its prompts")
         self.config = config
+        self.private_dirs = tuple(Path(p).resolve() for p in private_dirs)
         self._external = (sampler, tokenizer, model_id) if sampler is not None else None
         self.loop = LoopThread()
         self._progress = progress or (lambda message: None)
@@ -273,7 +277,15 @@ class Harness:
         from .runtimes.local import LocalRuntime
 
         self.advertised_url = cfg.gateway.public_url or self.gateway.base_url
+        from .runtimes.isolation import IsolationChoice
+
+        isolation = IsolationChoice(
+            kind=runtime.isolation, limits=runtime.limits,
+            hidden=(*map(Path, runtime.hidden_paths), *self.private_dirs),
+            readable=tuple(map(Path, runtime.readable_paths)),
+        )
         return LocalRuntime(
+            isolation=isolation,
             start_method=runtime.start_method,
             concurrency=runtime.concurrency,
             startup_timeout_s=runtime.startup_timeout_s,

@@ -62,6 +62,7 @@ class _Pending:
     future: concurrent.futures.Future[Episode]
     handle: RolloutHandle | None = None
     recorded: bool = False
+    rollout: Rollout | None = None  # as recorded in rollouts.jsonl
 
 
 @dataclass
@@ -187,7 +188,7 @@ class RunSession:
     def start_rollouts(self, items: list[tuple[str, Any]]) -> None:
         if not items:
             return
-        self.harness = Harness(self.config.typed, progress=self.write)
+        self.harness = Harness(self.config.typed, progress=self.write, private_dirs=(self.run_dir,))
         cases = [case for _, case in items if isinstance(case, Case)]
         self.write(f"agentcore-rl {self.mode}: run directory {self.run_dir}")
         self.harness.start()  # first: a missing dependency or model leaves no run directory behind
@@ -320,10 +321,11 @@ class RunSession:
         self._record(rollout)
         return rollout
 
-    def _record(self, rollout: Rollout) -> None:
+    def _record(self, rollout: Rollout) -> Rollout:
         rollout = self.store.append(rollout)  # as written: an unstorable value fails the rollout
         self.rollouts.append(rollout)
         self.progress.rollout_scored(rollout.success)
+        return rollout
 
     # -- pytest items ----------------------------------------------------------------------
 
@@ -399,8 +401,9 @@ class RunSession:
         if episode is None:
             self.infra_errors += 1
             verdict = Verdict(Status.INFRA_ERROR, failure[:ERROR_TEXT_LIMIT], None)
-            self._record(make_rollout(run_id=self.run_dir.name, case=pending.case,
-                                      episode=None, handle=None, verdict=verdict, step=None))
+            pending.rollout = self._record(make_rollout(
+                run_id=self.run_dir.name, case=pending.case, episode=None, handle=None,
+                verdict=verdict, step=None))
             return
         handle = pending.handle or RolloutHandle(episode)
         drop_bad_rewards(handle)  # a failed body may have left a bad reward on the handle
@@ -412,10 +415,17 @@ class RunSession:
         success = report.passed if status in (Status.COMPLETED, Status.TASK_FAILED) else False
         if status is Status.INFRA_ERROR:
             success = None
-        self._record(make_rollout(
+        pending.rollout = self._record(make_rollout(
             run_id=self.run_dir.name, case=pending.case, episode=episode, handle=handle,
             verdict=Verdict(status, error, success), step=None,
         ))
+
+    def recorded(self, nodeid: str) -> Rollout | None:
+        """The rollout recorded for a pytest item so far (one kept from a resume included)."""
+        if nodeid in self.replayed:
+            return self.replayed[nodeid]
+        pending = self.pending.get(nodeid)
+        return pending.rollout if pending is not None else None
 
     def item_finished(self) -> None:
         """After pytest wrote an item's result: a progress line if one is due."""
@@ -431,7 +441,7 @@ class RunSession:
 
     def harness_gateway(self) -> Any:
         if self.harness is None:
-            self.harness = Harness(self.config.typed, progress=self.write)
+            self.harness = Harness(self.config.typed, progress=self.write, private_dirs=(self.run_dir,))
         self.harness.start()
         return self.harness.gateway
 

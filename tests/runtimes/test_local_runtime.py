@@ -49,15 +49,22 @@ def start_method() -> str:
 
 @pytest_asyncio.fixture
 async def runtime(start_method):
+    # isolation none: these tests read the agent's own pids, which a PID namespace renumbers
+    # (test_isolation.py covers the same kills under bubblewrap)
     rt = LocalRuntime(
-        concurrency=4, startup_timeout_s=20, kill_grace_s=0.5, start_method=start_method
+        concurrency=4, startup_timeout_s=20, kill_grace_s=0.5, start_method=start_method,
+        isolation="none",
     )
     yield rt
     await rt.aclose()
 
 
-async def test_fork_is_the_default_start_method():
-    assert LocalRuntime().start_method == "fork"
+async def test_isolated_sessions_spawn_by_default_and_fork_means_no_isolation(caplog):
+    assert LocalRuntime().start_method == "spawn"
+    assert LocalRuntime(isolation="none").start_method == "fork"
+    with caplog.at_level("WARNING"):
+        forked = LocalRuntime(start_method="fork")
+    assert forked.isolation.name == "none" and "NOT isolated" in caplog.text
 
 
 async def test_unknown_start_method_is_refused():
@@ -97,8 +104,11 @@ async def test_echo_agent_answers_in_an_isolated_process(start_method, monkeypat
     assert "ARL_TEST_SECRET" not in result["env"]
     assert "ARL_TEST_PASSED" in result["env"]
     allowed = {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH"}
-    assert set(result["env"]) <= allowed | {"HF_HUB_OFFLINE", "ARL_TEST_PASSED"}
-    assert not alive(result["pid"])
+    assert set(result["env"]) <= allowed | {"HF_HUB_OFFLINE", "ARL_TEST_PASSED", "PWD"}
+    if start_method == "spawn":  # bubblewrap: its own PID namespace (the agent under bwrap's init)
+        assert (result["pid"], result["ppid"]) == (2, 1)
+    else:
+        assert not alive(result["pid"])
 
 
 @both_start_methods
@@ -294,7 +304,7 @@ async def test_cancelling_a_session_kills_its_process(runtime, tmp_path):
 
 @both_start_methods
 async def test_aclose_kills_live_sessions_and_refuses_new_ones(tmp_path, start_method):
-    rt = LocalRuntime(kill_grace_s=0.5, start_method=start_method)
+    rt = LocalRuntime(kill_grace_s=0.5, start_method=start_method, isolation="none")
     pid_file = tmp_path / "pids.json"
     task = asyncio.create_task(
         rt.run_session(
@@ -364,10 +374,12 @@ def test_agent_processes_die_with_a_killed_harness(tmp_path, start_method):
     driver.write_text(textwrap.dedent(f"""
         import asyncio
         from agentcore_rl_harness.runtimes.base import AgentRef
+        from agentcore_rl_harness.runtimes.isolation import IsolationChoice
         from agentcore_rl_harness.runtimes.local import LocalRuntime
 
         async def main():
-            runtime = LocalRuntime(concurrency=1, start_method={start_method!r})
+            runtime = LocalRuntime(concurrency=1, start_method={start_method!r},
+                                   isolation=IsolationChoice(writable=({str(tmp_path)!r},)))
             await runtime.run_session(agent=AgentRef(task="t", agent={str(agent)!r}),
                                       session_id="s" * 40, payload={{}}, timeout_s=600)
 
@@ -380,7 +392,8 @@ def test_agent_processes_die_with_a_killed_harness(tmp_path, start_method):
             time.sleep(0.1)
         assert pid_file.exists(), "the agent never reached its handler"
         out = subprocess.run(["pgrep", "-f", str(agent)], capture_output=True, text=True)
-        expected = 2 if start_method == "fork" else 1  # the zygote and its forked child
+        # fork: the zygote and its forked child; spawn (bubblewrap): bwrap, its init, the agent
+        expected = 2 if start_method == "fork" else 3
         assert len(out.stdout.split()) == expected, out.stdout
     finally:
         harness.send_signal(signal.SIGKILL)

@@ -17,6 +17,7 @@ from acr_stub import alive
 from acr_stub import agent_ref as agent
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes.base import AgentRef
+from agentcore_rl_harness.runtimes.isolation import IsolationChoice
 from agentcore_rl_harness.runtimes.local import LocalRuntime
 
 
@@ -64,7 +65,8 @@ async def test_sessions_draw_different_random_numbers(tmp_path, monkeypatch, sta
     import_log = tmp_path / "imports.log"
     monkeypatch.setenv("ARL_TEST_IMPORT_LOG", str(import_log))
     rt = LocalRuntime(
-        env_passthrough=("ARL_TEST_IMPORT_LOG",), kill_grace_s=0.5, start_method=start_method
+        env_passthrough=("ARL_TEST_IMPORT_LOG",), kill_grace_s=0.5, start_method=start_method,
+        isolation=IsolationChoice(writable=(tmp_path,)),  # spawn: the import log is shared
     )
     try:
         outcomes = [await run(rt, "random_agent.py") for _ in range(3)]

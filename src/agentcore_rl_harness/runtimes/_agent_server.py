@@ -5,8 +5,9 @@ which the parent does so the child never imports the harness package). SPEC is `
 `path/to/file.py:attr`, or `module:attr`.
 
 Protocol with the parent: exactly one JSON line on the original stdout, either
-`{"port": N, "pid": P}` once the socket listens, or `{"error": "..."}` if the agent cannot be
-loaded (exit code 3). Everything the agent prints goes to stderr, so a chatty agent can never
+`{"port": N, "pid": P}` once the socket listens (`{"unix": PATH, "pid": P}` with `--unix PATH`,
+which isolated sessions use: a unix socket in the session's own directory, which no other session
+can reach), or `{"error": "..."}` if the agent cannot be loaded (exit code 3). Everything the agent prints goes to stderr, so a chatty agent can never
 fill the parent's pipe. Imports nothing of ours: the agent's dependencies are the only ones.
 """
 
@@ -117,6 +118,18 @@ def bind_loopback() -> socket.socket:
     return sock
 
 
+def bind_unix(path: str) -> socket.socket:
+    """A listening unix socket at `path` (readable and writable by its owner only)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        sock.bind(path)
+    finally:
+        os.umask(old_umask)
+    sock.listen(128)
+    return sock
+
+
 def server_config(app: Any) -> Any:
     """The uvicorn config every session serves with (loaded: protocol modules imported)."""
     import uvicorn
@@ -138,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agent", required=True, help="path/to/agent.py[:attr] or module:attr")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when it exits")
+    parser.add_argument("--unix", default=None, help="serve on this unix socket, not loopback TCP")
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
         exit_with_parent(args.parent_pid)
@@ -154,8 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         return LOAD_FAILED_EXIT_CODE
 
     config = server_config(app)
-    sock = bind_loopback()
-    _announce(ready_fd, {"port": sock.getsockname()[1], "pid": os.getpid()})
+    if args.unix:
+        sock = bind_unix(args.unix)
+        _announce(ready_fd, {"unix": args.unix, "pid": os.getpid()})
+    else:
+        sock = bind_loopback()
+        _announce(ready_fd, {"port": sock.getsockname()[1], "pid": os.getpid()})
     serve(config, sock)
     return 0
 

@@ -1,18 +1,22 @@
 """The `local` runtime: one isolated OS process per agent session, speaking the ACR HTTP contract.
 
 Each session gets a fresh temporary working directory (also its HOME and TMPDIR), a scrubbed
-environment, and its own process group; that process serves the agent's BedrockAgentCoreApp on a
-loopback port. Whatever happens - success, agent crash, timeout, cancellation - the whole
-process group is killed and the directory removed.
+environment, resource limits, and its own sandbox (`isolation.py`: bubblewrap namespaces by
+default, a uid per session as the fallback, `none` only when asked); that process serves the
+agent's BedrockAgentCoreApp on a unix socket in its own directory (a loopback port without
+isolation). Whatever happens - success, agent crash, timeout, cancellation - the whole session
+is killed and the directory removed. `sandbox(session_id)` runs commands and moves files inside
+a live session (`sandbox.py`).
 
 Start methods: `spawn` runs a fresh interpreter per session (`_agent_server.py`), which imports
-bedrock_agentcore, openai and the agent every time (about a CPU-second). `fork` (the default)
-imports them once per agent spec in a zygote process (`_zygote.py`, started by the first session
-of that spec) and forks it per session; the child then isolates itself as above and re-seeds
-`random` (and numpy's global RNG). The difference an agent can see: its module-level code runs
-once, in the zygote (cwd: a private temp dir, not the session's), and every session starts from
-a copy-on-write copy of that module state - gunicorn's `--preload` semantics. Agents that start
-threads at import time should use `spawn`.
+bedrock_agentcore, openai and the agent every time (about 0.8 CPU-seconds). `fork` imports them
+once per agent spec in a zygote process (`_zygote.py`, started by the first session of that
+spec) and forks it per session; the child then re-seeds `random` (and numpy's global RNG). The
+difference an agent can see: its module-level code runs once, in the zygote (cwd: a private temp
+dir, not the session's), and every session starts from a copy-on-write copy of that module state
+- gunicorn's `--preload` semantics. Agents that start threads at import time should use `spawn`.
+A forked child shares its zygote's namespaces and uid, so `fork` serves only `isolation=none`;
+`auto` (the default) picks `spawn` for isolated sessions and `fork` otherwise.
 
 Results: a JSON body is the result (a non-dict value becomes `{"output": value}`). A streaming
 body (`data: <json>` lines, what BedrockAgentCoreApp sends for generator handlers) yields its
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -47,6 +52,15 @@ from . import _invocations as invocations
 from ._results import ResultError, parse_invocation_body
 from ._zygote_pool import ForkedChild, ZygoteFailed, ZygotePool, read_tail
 from .base import AgentRef
+from .isolation import (
+    START_METHODS,
+    Isolation,
+    IsolationChoice,
+    NoIsolation,
+    SessionUid,
+    build_isolation,
+)
+from .sandbox import SessionSandbox
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +70,8 @@ _HARNESS_SRC = Path(__file__).resolve().parents[2]
 _STDERR_TAIL_BYTES = 2048
 _EXIT_WAIT_S = 1.0
 _REAP_WAIT_S = 5.0
-START_METHODS = ("fork", "spawn")
+_AGENT_SOCKET = ".agent.sock"
+_MAX_UNIX_PATH = 107
 
 
 class _AgentFailed(Exception):
@@ -71,9 +86,22 @@ class _AgentFailed(Exception):
 class _SpawnedChild:
     """A session process started by `spawn`, with the same face as `ForkedChild`."""
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, info_fd: int | None = None) -> None:
         self.process = process
         self.pid: int | None = process.pid
+        self._info_fd = info_fd
+        self._sandbox_pid: int | None = None
+
+    def sandbox_pid(self) -> int | None:
+        """The host pid of the first process inside the session's namespaces (bubblewrap's
+        `--info-fd` child-pid), or the process itself without namespaces."""
+        if self._info_fd is None:
+            return self.pid
+        if self._sandbox_pid is None:
+            with contextlib.suppress(OSError, ValueError):
+                info = os.read(self._info_fd, 65536)
+                self._sandbox_pid = int(json.loads(info.split(b"}")[0] + b"}")["child-pid"])
+        return self._sandbox_pid
 
     @property
     def returncode(self) -> int | None:
@@ -98,7 +126,11 @@ class _SpawnedChild:
         _killpg(self.process.pid, sig)
 
     def close(self) -> None:
-        """Nothing to release: `wait()` reaped the process."""
+        """Release bubblewrap's info pipe (`wait()` reaped the process)."""
+        if self._info_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._info_fd)
+            self._info_fd = None
 
 
 _Child = _SpawnedChild | ForkedChild
@@ -107,7 +139,10 @@ _Child = _SpawnedChild | ForkedChild
 @dataclass
 class _Session:
     workdir: Path
+    session_id: str = ""
     child: _Child | None = None
+    env: dict[str, str] | None = None
+    sandbox: SessionSandbox | None = None
 
     @property
     def stderr_path(self) -> Path:
@@ -126,15 +161,19 @@ class LocalRuntime:
         env_passthrough: tuple[str, ...] | list[str] = (),
         base_dir: str | os.PathLike[str] | None = None,
         kill_grace_s: float = 2.0,
-        start_method: str = "fork",
+        start_method: str = "auto",
         result_mode: str = "inline",
         s3_bucket: str | None = None,
         exp_id: str | None = None,
+        isolation: str | IsolationChoice | Isolation = "auto",
     ) -> None:
         """`base_dir` is where session directories are created (default: the system temp dir).
 
+        `isolation`: "auto" (the strongest this machine supports), "bwrap", "uid" or "none", an
+        `IsolationChoice` (with limits and extra hidden/readable paths) or a built `Isolation`.
         `start_method`: "fork" (sessions are forked from a per-agent zygote that imported the
-        agent once) or "spawn" (a fresh interpreter per session); see the module docstring.
+        agent once; `isolation=none` only), "spawn" (a fresh interpreter per session) or "auto";
+        see the module docstring.
         `result_mode`: "inline" (the answer is the result), "s3" (the agent is asked for an S3
         result, which a loopback stand-in for S3 receives: `_result_sink.py`) or "start_get"
         (a background invocation read back with `get`: `_invocations.py`).
@@ -156,15 +195,35 @@ class LocalRuntime:
             )
         if start_method == "fork" and not hasattr(os, "fork"):
             raise ValueError("start_method='fork' needs os.fork (POSIX); use start_method='spawn'")
+        self.base_dir = Path(base_dir) if base_dir is not None else None
+        if isinstance(isolation, str):
+            isolation = IsolationChoice(kind=isolation)
+        if start_method == "fork" and isinstance(isolation, IsolationChoice) and isolation.kind == "auto":
+            logger.warning("start_method=fork: agent sessions are NOT isolated from each other "
+                           "(forked children share their zygote's namespaces and uid); use "
+                           "start_method=spawn (or auto) for isolated sessions")
+            isolation = dataclasses.replace(isolation, kind="none")
+        if isinstance(isolation, IsolationChoice):
+            isolation = build_isolation(isolation, base_dir=self.base_dir)
+        self.isolation: Isolation = isolation
+        isolated = not isinstance(isolation, NoIsolation)
+        if start_method == "auto":
+            start_method = "spawn" if isolated or not hasattr(os, "fork") else "fork"
+        elif start_method == "fork" and isolated:
+            raise ValueError(
+                f"start_method='fork' cannot isolate sessions (forked children share their "
+                f"zygote's namespaces and uid), but isolation is {isolation.name!r}: use "
+                "start_method='spawn' (or 'auto'), or isolation='none' to keep fork"
+            )
         self.concurrency = concurrency
         self.startup_timeout_s = startup_timeout_s
         self.python = python
         self.env_passthrough = tuple(env_passthrough)
-        self.base_dir = Path(base_dir) if base_dir is not None else None
         self.kill_grace_s = kill_grace_s
         self.start_method = start_method
         self._slots = asyncio.Semaphore(concurrency)
         self._live: set[_Child] = set()
+        self._sessions: dict[str, _Session] = {}
         self._closed = False
         self._zygotes = (
             ZygotePool(
@@ -217,6 +276,25 @@ class LocalRuntime:
     def live_sessions(self) -> int:
         return len(self._live)
 
+    def sandbox(self, session_id: str) -> SessionSandbox:
+        """Shell and files inside the live session `session_id` (SandboxError once it ended)."""
+        from ..errors import SandboxError
+
+        session = self._sessions.get(session_id)
+        child = session.child if session is not None else None
+        if session is None or child is None or child.exited:
+            raise SandboxError(f"no live local session {session_id!r}: a sandbox exists only "
+                               "while its session runs")
+        if session.sandbox is None:
+            host_pid = child.sandbox_pid() if isinstance(child, _SpawnedChild) else child.pid
+            if host_pid is None:
+                raise SandboxError(f"session {session_id!r} has not started its process yet")
+            session.sandbox = SessionSandbox(
+                session_id=session_id, isolation=self.isolation, host_pid=host_pid,
+                workdir=str(session.workdir), env=session.env or {},
+            )
+        return session.sandbox
+
     # -- one session ------------------------------------------------------------------------
 
     async def _run(
@@ -226,7 +304,9 @@ class LocalRuntime:
         spec, import_root = _resolve_agent(agent)
         if self.base_dir is not None:
             self.base_dir.mkdir(parents=True, exist_ok=True)
-        session = _Session(Path(tempfile.mkdtemp(prefix="arl-session-", dir=self.base_dir)))
+        session = _Session(Path(tempfile.mkdtemp(prefix="arl-session-", dir=self.base_dir)),
+                           session_id=session_id)
+        self._sessions[session_id] = session
         try:
             try:
                 async with asyncio.timeout_at(deadline):
@@ -268,13 +348,15 @@ class LocalRuntime:
                 env[name] = os.environ[name]
         return env
 
-    async def _start(self, session: _Session, spec: str, import_root: str) -> int:
+    async def _start(self, session: _Session, spec: str, import_root: str) -> int | str:
         env = self._environment(session.workdir, import_root)
+        session.env = env
+        self.isolation.prepare(session.workdir)
         try:
             async with asyncio.timeout(self.startup_timeout_s):
                 session.child = await self._launch(session, spec, import_root, env)
                 self._live.add(session.child)
-                port = await self._read_port(session, spec)
+                port = await self._read_address(session, spec)
                 await self._wait_healthy(session, port, spec)
         except TimeoutError:
             raise _AgentFailed(
@@ -296,31 +378,59 @@ class LocalRuntime:
                 raise _AgentFailed(
                     failure.status, failure.error + _section(failure.stderr_tail)
                 ) from None
-        with open(session.stderr_path, "wb") as stderr_file:
-            try:
+        python = shutil.which(self.python)
+        if python is None:
+            raise RuntimeStartError(
+                f"cannot start the agent process with python {self.python!r}: not an executable "
+                "file or a command on PATH; set the local runtime's `python` to a working interpreter"
+            )
+        argv = [python, "-u", str(_SERVER_SCRIPT), "--agent", spec]
+        if isinstance(self.isolation, NoIsolation):
+            argv += ["--parent-pid", str(os.getpid())]
+        else:  # bubblewrap dies with the harness; a uid session watches its parent itself
+            socket_path = str(session.workdir / _AGENT_SOCKET)
+            if len(socket_path) > _MAX_UNIX_PATH:
+                raise RuntimeStartError(
+                    f"session directory {session.workdir} is too long for a unix socket path "
+                    f"({len(socket_path)} > {_MAX_UNIX_PATH} bytes); set a shorter base_dir"
+                )
+            argv += ["--unix", socket_path]
+            if isinstance(self.isolation, SessionUid):
+                argv += ["--parent-pid", str(os.getpid())]
+        info_read = info_write = None
+        if self.isolation.namespaced:
+            info_read, info_write = os.pipe()
+            os.set_blocking(info_read, False)
+        plan = self.isolation.launch(argv, workdir=session.workdir, info_fd=info_write,
+                                     readable=[Path(import_root), _HARNESS_SRC])
+        try:
+            with open(session.stderr_path, "wb") as stderr_file:
+                if plan.user is not None:
+                    os.fchown(stderr_file.fileno(), plan.user, plan.user)
                 process = await asyncio.create_subprocess_exec(
-                    self.python,
-                    "-u",
-                    str(_SERVER_SCRIPT),
-                    "--agent",
-                    spec,
-                    "--parent-pid",
-                    str(os.getpid()),
+                    *plan.argv,
                     cwd=session.workdir,
                     env=env,
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=stderr_file,
-                    start_new_session=True,
+                    preexec_fn=plan.preexec,
+                    pass_fds=plan.pass_fds,
                 )
-            except OSError as exc:
-                raise RuntimeStartError(
-                    f"cannot start the agent process with python {self.python!r}: {exc}; "
-                    "set the local runtime's `python` to a working interpreter"
-                ) from exc
-        return _SpawnedChild(process)
+        except OSError as exc:
+            if info_read is not None:
+                os.close(info_read)
+            raise RuntimeStartError(
+                f"cannot start the agent process with python {self.python!r}"
+                f" (isolation {self.isolation.name}): {exc}; set the local runtime's `python` to "
+                "a working interpreter"
+            ) from exc
+        finally:
+            if info_write is not None:
+                os.close(info_write)
+        return _SpawnedChild(process, info_fd=info_read)
 
-    async def _read_port(self, session: _Session, spec: str) -> int:
+    async def _read_address(self, session: _Session, spec: str) -> int | str:
         assert session.child is not None
         line = await session.child.read_ready()
         if not line:
@@ -333,9 +443,9 @@ class LocalRuntime:
             ) from None
         if "error" in ready:
             raise _AgentFailed(Status.AGENT_ERROR, f"cannot load the agent: {ready['error']}")
-        return int(ready["port"])
+        return str(ready["unix"]) if "unix" in ready else int(ready["port"])
 
-    async def _wait_healthy(self, session: _Session, port: int, spec: str) -> None:
+    async def _wait_healthy(self, session: _Session, port: int | str, spec: str) -> None:
         assert session.child is not None
         async with _loopback_client(port) as client:
             while True:
@@ -350,7 +460,7 @@ class LocalRuntime:
                 await asyncio.sleep(0.02)
 
     async def _invoke(
-        self, session: _Session, port: int, session_id: str, payload: dict[str, Any],
+        self, session: _Session, port: int | str, session_id: str, payload: dict[str, Any],
         key: str | None = None,
     ) -> dict[str, Any]:
         # No per-request timeout: the session deadline (asyncio.timeout_at) governs.
@@ -418,7 +528,10 @@ class LocalRuntime:
     # -- cleanup ------------------------------------------------------------------------------
 
     async def _cleanup(self, session: _Session) -> None:
+        self._sessions.pop(session.session_id, None)
         try:
+            if session.sandbox is not None:
+                await session.sandbox.aclose()
             if session.child is not None:
                 try:
                     await self._terminate(session.child)
@@ -427,6 +540,8 @@ class LocalRuntime:
                     raise
         finally:
             shutil.rmtree(session.workdir, onerror=_log_rmtree_error)
+            if isinstance(self.isolation, SessionUid):
+                self.isolation.release(session.workdir)
 
     async def _terminate(self, child: _Child) -> None:
         """SIGTERM the session's process group, SIGKILL it after the grace period."""
@@ -466,11 +581,16 @@ def _resolve_agent(agent: AgentRef) -> tuple[str, str]:
     return agent.agent, os.getcwd()
 
 
-def _loopback_client(port: int, timeout: float | None = 5.0) -> httpx.AsyncClient:
-    """A plain-HTTP client for the agent's port: no proxies from the environment, and no TLS
-    context (building one loads the CA bundle, ~50 ms of CPU per client)."""
+def _loopback_client(address: int | str, timeout: float | None = 5.0) -> httpx.AsyncClient:
+    """A plain-HTTP client for the agent's port (or unix socket path): no proxies from the
+    environment, and no TLS context (building one loads the CA bundle, ~50 ms of CPU per client)."""
+    if isinstance(address, str):
+        return httpx.AsyncClient(
+            base_url="http://agent", transport=httpx.AsyncHTTPTransport(uds=address, verify=False),
+            trust_env=False, timeout=timeout,
+        )
     return httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}",
+        base_url=f"http://127.0.0.1:{address}",
         transport=httpx.AsyncHTTPTransport(verify=False),
         trust_env=False,
         timeout=timeout,

@@ -1,0 +1,315 @@
+"""How the `local` runtime walls one agent session off from the others (`runtime.isolation`).
+
+- `bwrap` (the default where it works): each session runs under bubblewrap with its own user,
+  mount, PID, IPC and UTS namespaces and no capabilities. Its mount view is the host read-only,
+  with fresh tmpfs over the places where sessions and the harness keep data (the temp dir, the
+  harness user's home, `/var/tmp`, `/dev/shm`, the run directory, ...); the Python installation,
+  the harness and the agent's own folder are bound back read-only, and only the session's own
+  directory is writable. Its PID namespace holds only its own processes, so other sessions and
+  the harness cannot be listed, signalled or traced; when the session ends its namespace's init
+  dies and the kernel kills everything left in it. The agent serves over a unix socket inside
+  its own directory, so no other session can reach it either.
+- `uid` (the fallback where bubblewrap is missing, as root): each session runs as its own
+  unprivileged uid with a private 0700 directory: other sessions' files and processes are
+  another user's (no read, write, signal or ptrace), but the process list and world-readable
+  host files stay visible. The interpreter must be readable by that uid.
+- `none`: the session runs as the harness user; only asked for, and warned about.
+
+Resource limits (`SandboxLimits`: address space, file size, open files, processes) apply in
+every mode; the session's wall time is the runtime's own timeout. Network is shared with the
+host (the gateway needs loopback); the gateway refuses any request without the session's own
+unguessable key.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+ISOLATION_KINDS = ("auto", "bwrap", "uid", "none")
+START_METHODS = ("auto", "fork", "spawn")  # the local runtime's; fork serves isolation=none only
+SESSION_UID_BASE = 200_000  # per-session uids: 200000 + n (uid isolation)
+SESSION_UID_SPAN = 100_000
+_SANDBOX_UID = 1000  # the agent's uid inside its bubblewrap user namespace
+_MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """rlimits of every session process (None: inherit the harness's)."""
+
+    memory_mb: int | None = 8192  # RLIMIT_AS: address space per process
+    file_size_mb: int | None = 1024  # RLIMIT_FSIZE: largest file a session may write
+    open_files: int | None = 4096  # RLIMIT_NOFILE
+    processes: int | None = 1024  # RLIMIT_NPROC: counted per uid (uid isolation) or user namespace
+
+    def check(self) -> None:
+        for name in ("memory_mb", "file_size_mb", "open_files", "processes"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"runtime.limits.{name} must be >= 1 or null, got {value}")
+
+    def apply(self) -> None:
+        """Set the limits on the calling process (a child between fork and exec)."""
+        for which, value in (
+            (resource.RLIMIT_AS, self.memory_mb and self.memory_mb * _MIB),
+            (resource.RLIMIT_FSIZE, self.file_size_mb and self.file_size_mb * _MIB),
+            (resource.RLIMIT_NOFILE, self.open_files),
+            (resource.RLIMIT_NPROC, self.processes),
+        ):
+            if value:
+                _, hard = resource.getrlimit(which)
+                limit = value if hard == resource.RLIM_INFINITY else min(value, hard)
+                resource.setrlimit(which, (limit, limit))
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """How to start one process inside a session: the argv, and what runs between fork and exec."""
+
+    argv: list[str]
+    preexec: Callable[[], None]
+    pass_fds: tuple[int, ...] = ()
+    user: int | None = None
+
+
+class Isolation:
+    """One isolation mode: prepares a session's directory and wraps the commands run in it."""
+
+    name = "none"
+    namespaced = False  # commands can be run inside a live session by joining its namespaces
+
+    def __init__(self, limits: SandboxLimits, *, hidden: Sequence[Path] = (),
+                 readable: Sequence[Path] = (), writable: Sequence[Path] = ()) -> None:
+        self.limits = limits
+        self.hidden = tuple(hidden)
+        self.readable = tuple(readable)
+        self.writable = tuple(writable)
+
+    def prepare(self, workdir: Path) -> None:
+        """Make `workdir` (just created by the harness) the session's own."""
+
+    def launch(self, argv: Sequence[str], *, workdir: Path, readable: Iterable[Path] = (),
+               info_fd: int | None = None) -> LaunchPlan:
+        """The plan that starts `argv` as the session's first process, in `workdir`."""
+        return LaunchPlan(list(argv), preexec=self._preexec)
+
+    def enter(self, argv: Sequence[str], *, host_pid: int, cwd: str) -> LaunchPlan:
+        """The plan that runs `argv` inside the live session whose first process is `host_pid`."""
+        return LaunchPlan(list(argv), preexec=self._preexec)
+
+    def _preexec(self) -> None:
+        os.setsid()
+        self.limits.apply()
+
+
+class NoIsolation(Isolation):
+    name = "none"
+
+
+class SessionUid(Isolation):
+    """Each session as its own unprivileged uid (and gid), in a 0700 directory it owns."""
+
+    name = "uid"
+    _counter = itertools.count()
+
+    def __init__(self, limits: SandboxLimits, **kwargs: Sequence[Path]) -> None:
+        super().__init__(limits, **kwargs)
+        self._uids: dict[Path, int] = {}
+
+    def prepare(self, workdir: Path) -> None:
+        uid = SESSION_UID_BASE + (os.getpid() * 7919 + next(self._counter)) % SESSION_UID_SPAN
+        self._uids[workdir] = uid
+        for path in [workdir, *workdir.rglob("*")]:
+            os.lchown(path, uid, uid)
+        workdir.chmod(0o700)
+
+    def uid_of(self, workdir: Path) -> int:
+        return self._uids[workdir]
+
+    def launch(self, argv: Sequence[str], *, workdir: Path, readable: Iterable[Path] = (),
+               info_fd: int | None = None) -> LaunchPlan:
+        uid = self._uids[workdir]
+        return LaunchPlan(list(argv), preexec=functools.partial(self._drop_to, uid), user=uid)
+
+    def enter(self, argv: Sequence[str], *, host_pid: int, cwd: str) -> LaunchPlan:
+        uid = _owner(cwd)
+        return LaunchPlan(list(argv), preexec=functools.partial(self._drop_to, uid), user=uid)
+
+    def release(self, workdir: Path) -> None:
+        self._uids.pop(workdir, None)
+
+    def _drop_to(self, uid: int) -> None:
+        os.setsid()
+        self.limits.apply()
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+
+
+class Bubblewrap(Isolation):
+    """Each session in its own bubblewrap namespaces (see the module docstring)."""
+
+    name = "bwrap"
+    namespaced = True
+
+    def __init__(self, limits: SandboxLimits, *, bwrap: str, **kwargs: Sequence[Path]) -> None:
+        super().__init__(limits, **kwargs)
+        self.bwrap = bwrap
+
+    def launch(self, argv: Sequence[str], *, workdir: Path, readable: Iterable[Path] = (),
+               info_fd: int | None = None) -> LaunchPlan:
+        command = [
+            self.bwrap, "--die-with-parent", "--new-session",
+            "--unshare-user", "--uid", str(_SANDBOX_UID), "--gid", str(_SANDBOX_UID),
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--hostname", "arl-session", "--cap-drop", "ALL",
+            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+        ]
+        for path in _hidden_roots(self.hidden, workdir):
+            command += ["--tmpfs", str(path)]
+        for path in _rebinds(self.hidden, workdir, [*self.readable, *readable]):
+            command += ["--ro-bind", str(path), str(path)]
+        for path in self.writable:
+            command += ["--bind", str(path), str(path)]
+        command += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
+        pass_fds: tuple[int, ...] = ()
+        if info_fd is not None:
+            command += ["--info-fd", str(info_fd)]
+            pass_fds = (info_fd,)
+        return LaunchPlan([*command, "--", *argv], preexec=self._preexec, pass_fds=pass_fds)
+
+    def enter(self, argv: Sequence[str], *, host_pid: int, cwd: str) -> LaunchPlan:
+        nsenter = shutil.which("nsenter") or "nsenter"
+        command = [
+            nsenter, f"--target={host_pid}", "--user", "--mount", "--pid", "--ipc", "--uts",
+            f"--setuid={_SANDBOX_UID}", f"--setgid={_SANDBOX_UID}", f"--wd={cwd}", "--",
+        ]
+        return LaunchPlan([*command, *argv], preexec=self._preexec)
+
+
+def default_hidden(base_dir: Path | None) -> tuple[Path, ...]:
+    """What no session may see: where sessions live, the harness user's home, shared temp dirs."""
+    candidates = [Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"),
+                  Path.home(), Path("/root")]
+    if base_dir is not None:
+        candidates.append(base_dir)
+    return tuple(dict.fromkeys(p.resolve() for p in candidates if p.exists()))
+
+
+def python_paths() -> tuple[Path, ...]:
+    """What an agent's interpreter must read: the installation and every import path."""
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    paths += [p for p in sys.path if p]
+    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return tuple(dict.fromkeys(Path(p).resolve() for p in paths if os.path.exists(p)))
+
+
+def _hidden_roots(hidden: Sequence[Path], workdir: Path) -> list[Path]:
+    """Hidden paths outermost first; a path inside another hidden one is covered already."""
+    roots: list[Path] = []
+    for path in sorted(set(hidden), key=lambda p: len(p.parts)):
+        if path == Path("/") or not path.is_dir() or any(path.is_relative_to(root) for root in roots):
+            continue
+        roots.append(path)
+    return roots
+
+
+def _rebinds(hidden: Sequence[Path], workdir: Path, readable: Iterable[Path]) -> list[Path]:
+    """Readable paths under a hidden one, bound back; never one that would uncover other sessions."""
+    roots = _hidden_roots(hidden, workdir)
+    chosen: list[Path] = []
+    for path in dict.fromkeys(readable):
+        if not path.exists() or not any(path.is_relative_to(root) for root in roots):
+            continue
+        if workdir.parent.is_relative_to(path) or any(root.is_relative_to(path) for root in roots):
+            logger.debug("not binding %s into the session sandbox: it would uncover %s", path,
+                           workdir.parent)
+            continue
+        chosen.append(path)
+    chosen.sort(key=lambda p: len(p.parts))
+    return [p for i, p in enumerate(chosen) if not any(p.is_relative_to(q) for q in chosen[:i])]
+
+
+def _owner(path: str) -> int:
+    return os.stat(path).st_uid
+
+
+@functools.cache
+def bwrap_works(bwrap: str) -> str | None:
+    """None if bubblewrap can build a session sandbox here, else why not (cached per process)."""
+    try:
+        probe = subprocess.run(
+            [bwrap, "--unshare-user", "--unshare-pid", "--cap-drop", "ALL", "--ro-bind", "/", "/",
+             "--dev", "/dev", "--proc", "/proc", "--", "true"],
+            capture_output=True, timeout=30, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{bwrap} could not run: {exc}"
+    if probe.returncode != 0:
+        return f"{bwrap} failed: {probe.stderr.decode(errors='replace').strip()[:300]}"
+    return None
+
+
+@dataclass(frozen=True)
+class IsolationChoice:
+    """The configured `runtime.isolation` and the paths the sandbox must hide or expose."""
+
+    kind: str = "auto"
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    hidden: tuple[Path, ...] = ()  # added to default_hidden()
+    readable: tuple[Path, ...] = ()  # bound back read-only into every session
+    writable: tuple[Path, ...] = ()  # shared read-write by every session (a cache; never data)
+
+
+def build_isolation(choice: IsolationChoice, *, base_dir: Path | None = None) -> Isolation:
+    """The strongest mode this machine supports for `auto`; the named one, or a clear error."""
+    if choice.kind not in ISOLATION_KINDS:
+        raise ConfigError(
+            f"runtime.isolation must be one of {', '.join(ISOLATION_KINDS)}, got {choice.kind!r}"
+        )
+    choice.limits.check()
+    hidden = (*default_hidden(base_dir), *(Path(p).resolve() for p in choice.hidden))
+    readable = (*python_paths(), *(Path(p).resolve() for p in choice.readable))
+    writable = tuple(Path(p).resolve() for p in choice.writable)
+    kwargs = {"hidden": hidden, "readable": readable, "writable": writable}
+    bwrap = shutil.which("bwrap")
+    why_not = "bubblewrap (bwrap) is not installed" if bwrap is None else bwrap_works(bwrap)
+    if choice.kind in ("auto", "bwrap") and why_not is None:
+        assert bwrap is not None
+        return Bubblewrap(choice.limits, bwrap=bwrap, **kwargs)
+    if choice.kind == "bwrap":
+        raise ConfigError(
+            f"runtime.isolation=bwrap: {why_not}; install it (Debian/Ubuntu: apt-get install "
+            "bubblewrap) or choose runtime.isolation=uid (as root) or none"
+        )
+    can_switch_uid = os.geteuid() == 0
+    if choice.kind == "uid" and not can_switch_uid:
+        raise ConfigError("runtime.isolation=uid needs root (it runs each session as its own uid); "
+                          "use runtime.isolation=bwrap or none")
+    if choice.kind == "uid" or (choice.kind == "auto" and can_switch_uid):
+        if choice.kind == "auto":
+            logger.warning("session isolation: %s; falling back to a uid per session "
+                           "(runtime.isolation=uid)", why_not)
+        return SessionUid(choice.limits, **kwargs)
+    if choice.kind == "auto":
+        logger.warning("session isolation: %s and this is not root, so sessions are NOT isolated "
+                       "from each other (runtime.isolation=none)", why_not)
+    else:
+        logger.warning("runtime.isolation=none: agent sessions run as the harness user and can "
+                       "read each other's files and signal each other's processes")
+    return NoIsolation(choice.limits, **kwargs)

@@ -1,0 +1,258 @@
+"""Sessions of the `local` runtime are walled off from each other and from the harness.
+
+A hostile agent (`agents/hostile_agent.py`) tries to list, read, write, signal and ptrace a live
+victim session and the harness, through the real LocalRuntime under real bubblewrap; the uid
+fallback's walls are checked with real processes under real per-session uids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from acr_stub import AGENTS
+from agentcore_rl_harness.errors import ConfigError, SandboxError
+from agentcore_rl_harness.runtimes.base import AgentRef
+from agentcore_rl_harness.runtimes.isolation import (
+    Bubblewrap,
+    IsolationChoice,
+    NoIsolation,
+    SandboxLimits,
+    SessionUid,
+    build_isolation,
+)
+from agentcore_rl_harness.runtimes.local import LocalRuntime
+
+HOSTILE = AgentRef(task="hostile", agent=str(AGENTS / "hostile_agent.py"))
+ATTACKS = (
+    "list_temp_dirs", "list_parent_dir", "read_secret", "write_victim_dir",
+    "read_victim_cwd_via_proc", "read_victim_environ", "signal_victim", "ptrace_victim",
+    "connect_victim_agent", "signal_harness", "ptrace_harness", "read_harness_cmdline",
+    "read_run_dir", "write_code",
+)
+
+
+@pytest.fixture
+def outside_dir():
+    """A folder outside the hidden defaults (/tmp, home): a run directory and a code file."""
+    directory = Path(tempfile.mkdtemp(prefix=".isolation-", dir=Path(__file__).parent))
+    (directory / "run").mkdir()
+    (directory / "run" / "rollouts.jsonl").write_text('{"session_id": "someone else"}\n')
+    (directory / "code.py").write_text("VALUE = 1\n")
+    yield directory
+    shutil.rmtree(directory)
+
+
+async def _wait_for(predicate, timeout_s=20.0):
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.asyncio
+async def test_a_hostile_session_cannot_reach_a_live_victim_or_the_harness(outside_dir):
+    run_dir = outside_dir / "run"
+    runtime = LocalRuntime(concurrency=2, startup_timeout_s=30,
+                           isolation=IsolationChoice(kind="bwrap", hidden=(run_dir,)))
+    assert isinstance(runtime.isolation, Bubblewrap) and runtime.start_method == "spawn"
+    try:
+        victim = asyncio.create_task(runtime.run_session(
+            agent=HOSTILE, session_id="victim-" + "a" * 40, payload={"role": "victim", "wait_s": 60},
+            timeout_s=90))
+        sandboxes = runtime._sessions  # the test peeks at where the victim lives, to aim the attack
+        await _wait_for(lambda: any((s.workdir / "SECRET_FROM_A").exists() for s in sandboxes.values()))
+        victim_sandbox = runtime.sandbox("victim-" + "a" * 40)
+        attack = await runtime.run_session(
+            agent=HOSTILE, session_id="attacker-" + "b" * 40, timeout_s=60,
+            payload={"role": "attacker", "harness_pid": os.getpid(), "run_dir": str(run_dir),
+                     "code_file": str(outside_dir / "code.py"),
+                     "victim": {"workdir": victim_sandbox.workdir, "host_pid": victim_sandbox.host_pid}},
+        )
+        assert attack.status.value == "completed", attack.error
+        report = attack.result
+        succeeded = {name: report[name] for name in ATTACKS if report[name]["ok"]}
+        assert not succeeded, f"attacks that got through: {succeeded}"
+        assert report["see_processes"]["value"] == [1, 2]  # bwrap's init and the agent itself
+        assert not victim.done()  # the victim lived through it, secret intact
+        assert (Path(victim_sandbox.workdir) / "SECRET_FROM_A").read_text() == "the victim's secret"
+        assert not (Path(victim_sandbox.workdir) / "planted").exists()
+        assert (outside_dir / "code.py").read_text() == "VALUE = 1\n"
+    finally:
+        await runtime.aclose()
+    outcome = await victim
+    assert outcome.status.value != "completed"  # killed by aclose, not finished
+
+
+@pytest.mark.asyncio
+async def test_the_session_sees_its_own_dir_writable_and_private_temp(tmp_path):
+    runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation="bwrap")
+    try:
+        session = asyncio.create_task(runtime.run_session(
+            agent=HOSTILE, session_id="v" * 40, payload={"role": "victim", "wait_s": 30}, timeout_s=60))
+        await _wait_for(lambda: bool(runtime._sessions) and all(
+            (s.workdir / "SECRET_FROM_A").exists() for s in runtime._sessions.values()))
+        sandbox = runtime.sandbox("v" * 40)
+        who = await sandbox.exec(["sh", "-c", "id -u; ls /tmp; touch /tmp/x && echo tmp-ok; "
+                                  "touch /usr/planted 2>&1 || echo ro-ok; ls"])
+        lines = who.stdout.split()
+        assert who.exit_code == 0 and lines[0] == "1000"
+        assert "tmp-ok" in lines and "ro-ok" in lines and "SECRET_FROM_A" in lines
+        sessions_seen = [name for name in lines if name.startswith("arl-session-")]
+        assert sessions_seen == [Path(sandbox.workdir).name]  # its own directory, no other
+        assert not Path("/usr/planted").exists()
+        session.cancel()
+    finally:
+        await runtime.aclose()
+
+
+@pytest.mark.asyncio
+async def test_limits_bound_a_session_process():
+    runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation=IsolationChoice(
+        kind="bwrap", limits=SandboxLimits(memory_mb=2048, file_size_mb=1)))
+    try:
+        session = asyncio.create_task(runtime.run_session(
+            agent=HOSTILE, session_id="w" * 40, payload={"role": "victim", "wait_s": 30}, timeout_s=60))
+        await _wait_for(lambda: bool(runtime._sessions) and all(
+            (s.workdir / "SECRET_FROM_A").exists() for s in runtime._sessions.values()))
+        sandbox = runtime.sandbox("w" * 40)
+        big = await sandbox.exec(["sh", "-c", "head -c 3000000 /dev/zero > big; echo $?; wc -c < big"])
+        code, size = big.stdout.split()
+        assert code != "0" and int(size) == 1024 * 1024  # RLIMIT_FSIZE: 1 MiB, then EFBIG
+        memory = await sandbox.exec(["sh", "-c", "ulimit -v"])
+        assert memory.stdout.strip() == str(2048 * 1024)
+        session.cancel()
+    finally:
+        await runtime.aclose()
+
+
+def _run_as_session(isolation, workdir: Path, script: str) -> subprocess.CompletedProcess:
+    plan = isolation.launch(["sh", "-c", script], workdir=workdir)
+    return subprocess.run(plan.argv, cwd=workdir, preexec_fn=plan.preexec, capture_output=True,
+                          text=True, timeout=30, env={"PATH": os.environ["PATH"]})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid isolation switches uids: root only")
+def test_uid_fallback_walls_off_files_signals_and_ptrace(tmp_path):
+    isolation = SessionUid(SandboxLimits())
+    victim_dir, attacker_dir = tmp_path / "a", tmp_path / "b"
+    victim_dir.mkdir()
+    attacker_dir.mkdir()
+    (victim_dir / "SECRET_FROM_A").write_text("secret")
+    isolation.prepare(victim_dir)
+    isolation.prepare(attacker_dir)
+    assert isolation.uid_of(victim_dir) != isolation.uid_of(attacker_dir)
+    plan = isolation.launch(["sleep", "30"], workdir=victim_dir)
+    victim = subprocess.Popen(plan.argv, cwd=victim_dir, preexec_fn=plan.preexec)
+    try:
+        script = (
+            f"cat {victim_dir}/SECRET_FROM_A && echo READ; "
+            f"touch {victim_dir}/planted && echo WROTE; "
+            f"ls /proc/{victim.pid}/cwd/ && echo CWD; "
+            f"kill -9 {victim.pid} && echo KILLED; "
+            f"kill -0 {os.getpid()} && echo SIGNALLED_HARNESS; "
+            f"echo planted >> {Path(__file__)} && echo WROTE_CODE; "
+            "id -u"
+        )
+        attack = _run_as_session(isolation, attacker_dir, script)
+        for marker in ("READ", "WROTE", "CWD", "KILLED", "SIGNALLED_HARNESS", "WROTE_CODE"):
+            assert marker not in attack.stdout.split(), attack.stdout + attack.stderr
+        assert attack.stdout.split()[-1] == str(isolation.uid_of(attacker_dir))
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_auto_is_the_strongest_available_and_none_warns(caplog, monkeypatch):
+    assert isinstance(build_isolation(IsolationChoice()), Bubblewrap)  # bwrap works on this machine
+    with caplog.at_level(logging.WARNING):
+        assert isinstance(build_isolation(IsolationChoice(kind="none")), NoIsolation)
+    assert "can read each other's files" in caplog.text
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # a machine without bubblewrap
+    with pytest.raises(ConfigError, match="apt-get install bubblewrap"):
+        build_isolation(IsolationChoice(kind="bwrap"))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        fallback = build_isolation(IsolationChoice())
+    assert isinstance(fallback, SessionUid if os.geteuid() == 0 else NoIsolation)
+    assert "not installed" in caplog.text
+    with pytest.raises(ConfigError, match="runtime.isolation must be one of"):
+        build_isolation(IsolationChoice(kind="chroot"))
+    with pytest.raises(ConfigError, match="runtime.limits.memory_mb"):
+        build_isolation(IsolationChoice(limits=SandboxLimits(memory_mb=0)))
+
+
+def test_fork_cannot_be_combined_with_isolation():
+    with pytest.raises(ValueError, match="start_method='fork' cannot isolate sessions"):
+        LocalRuntime(start_method="fork", isolation="bwrap")
+    with pytest.raises(ValueError, match="start_method='fork' cannot isolate sessions"):
+        LocalRuntime(start_method="fork", isolation="uid")
+
+
+@pytest.mark.asyncio
+async def test_no_sandbox_outside_a_live_session():
+    runtime = LocalRuntime(isolation="bwrap")
+    try:
+        with pytest.raises(SandboxError, match="no live local session"):
+            runtime.sandbox("nobody")
+    finally:
+        await runtime.aclose()
+
+
+def _living(pids: set[int]) -> list[int]:
+    def state(pid: int) -> str:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return "gone"
+        return next(line for line in status.splitlines() if line.startswith("State:"))
+    return [pid for pid in pids if state(pid) not in ("gone",) and "zombie" not in state(pid)]
+
+
+def _descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+    return found
+
+
+@pytest.mark.asyncio
+async def test_a_timed_out_session_leaves_no_process_behind():
+    runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation="bwrap")
+    try:
+        session = asyncio.create_task(runtime.run_session(
+            agent=HOSTILE, session_id="t" * 40, payload={"role": "victim", "wait_s": 120}, timeout_s=4))
+        await _wait_for(lambda: bool(runtime._sessions) and all(
+            (s.workdir / "SECRET_FROM_A").exists() for s in runtime._sessions.values()))
+        sandbox = runtime.sandbox("t" * 40)
+        background = await sandbox.exec(["sh", "-c", "sleep 300 & sleep 300"], background=True)
+        await asyncio.sleep(0.3)
+        launched = next(iter(runtime._live)).pid
+        pids = {launched, *_descendants(launched), background.pid, *_descendants(background.pid)}
+        assert len(pids) >= 5  # bwrap, its init, the agent, nsenter's shell and its sleeps
+        outcome = await session
+        assert outcome.status.value == "timeout"
+        assert not background.running
+        await _wait_for(lambda: not _living(pids), timeout_s=5)  # SIGKILL lands asynchronously
+        with pytest.raises(SandboxError, match="no live local session"):
+            runtime.sandbox("t" * 40)
+    finally:
+        await runtime.aclose()

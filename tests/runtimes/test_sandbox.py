@@ -1,0 +1,108 @@
+"""Shell and files inside a live local session (`runtimes/sandbox.py`), under real bubblewrap and
+with no isolation: capped output, timeouts, background handles, files that cannot escape."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from acr_stub import AGENTS
+from agentcore_rl_harness.errors import SandboxError
+from agentcore_rl_harness.runtimes.base import AgentRef
+from agentcore_rl_harness.runtimes.local import LocalRuntime
+from agentcore_rl_harness.runtimes.sandbox import BackgroundProcess, ExecResult
+
+pytestmark = pytest.mark.asyncio
+VICTIM = AgentRef(task="sandbox", agent=str(AGENTS / "hostile_agent.py"))
+
+
+@contextlib.asynccontextmanager
+async def live_sandbox(isolation: str):
+    runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation=isolation)
+    session_id = "sandbox-" + "s" * 40
+    session = asyncio.create_task(runtime.run_session(
+        agent=VICTIM, session_id=session_id, payload={"role": "victim", "wait_s": 60}, timeout_s=90))
+    deadline = asyncio.get_running_loop().time() + 20
+    while not any((s.workdir / "SECRET_FROM_A").exists() for s in runtime._sessions.values()):
+        assert asyncio.get_running_loop().time() < deadline, "the session did not start"
+        await asyncio.sleep(0.05)
+    try:
+        yield runtime.sandbox(session_id)
+    finally:
+        session.cancel()
+        await runtime.aclose()
+
+
+@pytest_asyncio.fixture(params=["bwrap", "none"])
+async def sandbox(request):
+    async with live_sandbox(request.param) as sandbox:
+        yield sandbox
+
+
+async def test_exec_runs_in_the_session_dir_with_cwd_env_and_exit_code(sandbox):
+    result = await sandbox.exec(["sh", "-c", "pwd; cat SECRET_FROM_A; echo; echo $GREETING; exit 3"],
+                                env={"GREETING": "hello"})
+    assert isinstance(result, ExecResult)
+    assert result.stdout.split("\n")[:3] == [sandbox.workdir, "the victim's secret", "hello"]
+    assert result.exit_code == 3 and not result.ok and not result.timed_out
+    await sandbox.put_file("sub/dir/note.txt", "x")
+    inner = await sandbox.exec(["pwd"], cwd="sub/dir")
+    assert inner.stdout.strip() == f"{sandbox.workdir}/sub/dir"
+
+
+async def test_output_is_capped_and_the_truncation_flagged(sandbox):
+    result = await sandbox.exec(["sh", "-c", "head -c 1000000 /dev/zero | tr '\\0' a; echo err >&2"])
+    assert len(result.stdout) == 256 * 1024 and result.stdout_truncated
+    assert result.stderr == "err\n" and not result.stderr_truncated
+    assert result.exit_code == 0
+
+
+async def test_a_command_past_its_timeout_is_killed(sandbox):
+    result = await sandbox.exec(["sh", "-c", "echo started; sleep 30"], timeout=0.5)
+    assert result.timed_out and result.exit_code is None
+    assert result.stdout == "started\n" and result.elapsed_s < 5
+
+
+async def test_background_handles_report_status_result_and_kill(sandbox):
+    quick = await sandbox.exec(["sh", "-c", "sleep 0.3; echo done"], background=True)
+    slow = await sandbox.exec(["sleep", "60"], background=True)
+    assert isinstance(quick, BackgroundProcess) and quick.status() == "running"
+    finished = await quick.result(timeout=10)
+    assert finished.stdout == "done\n" and quick.status() == "exited"
+    with pytest.raises(TimeoutError):
+        await slow.result(timeout=0.2)
+    killed = await slow.kill()
+    assert killed.exit_code == -9 and not slow.running
+
+
+async def test_files_round_trip_and_errors_name_the_path(sandbox):
+    data = bytes(range(256)) * 10
+    await sandbox.put_file("out/data.bin", data, mode=0o600)
+    assert await sandbox.get_file("out/data.bin") == data
+    assert (Path(sandbox.workdir) / "out" / "data.bin").read_bytes() == data
+    listing = await sandbox.exec(["stat", "-c", "%a", "out/data.bin"])
+    assert listing.stdout.strip() == "600"
+    with pytest.raises(SandboxError, match="missing.txt"):
+        await sandbox.get_file("missing.txt")
+    with pytest.raises(SandboxError, match="larger than max_bytes=100"):
+        await sandbox.get_file("out/data.bin", max_bytes=100)
+    with pytest.raises(SandboxError, match="non-empty argv"):
+        await sandbox.exec([])
+
+
+async def test_a_symlink_the_agent_planted_resolves_inside_its_own_view():
+    host_file = Path("/tmp/arl-host-only.txt")
+    host_file.write_text("host data")
+    try:
+        async with live_sandbox("bwrap") as sandbox:
+            await sandbox.exec(["ln", "-s", str(host_file), "link"])
+            with pytest.raises(SandboxError, match="link"):
+                await sandbox.get_file("link")  # the host's /tmp is not the session's /tmp
+            with pytest.raises(SandboxError):
+                await sandbox.put_file("/usr/planted", "x")  # read-only outside its own dir
+    finally:
+        host_file.unlink()
