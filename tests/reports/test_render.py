@@ -1,4 +1,5 @@
 import json
+import re
 import xml.etree.ElementTree as ET
 
 from agentcore_rl_harness.records import Status
@@ -46,6 +47,10 @@ def test_markdown_has_intervals_and_paired_deltas_in_run_mode():
     assert "Before and after training" in text and "McNemar" in text
 
 
+def _details(case):
+    return dict(line.split(": ", 1) for line in case.find("system-out").text.splitlines())
+
+
 def test_junit_has_one_case_per_rollout_and_suite_properties(tmp_path):
     report = _report(ROLLOUTS)
     root = ET.fromstring(render_junit(report, ROLLOUTS))
@@ -53,13 +58,25 @@ def test_junit_has_one_case_per_rollout_and_suite_properties(tmp_path):
     assert len(cases) == 5
     assert len(root.findall(".//testcase/failure")) == 3
     assert len(root.findall(".//testcase/error")) == 1
-    statuses = {p.get("value") for p in root.findall(".//testcase/properties/property[@name='status']")}
-    assert statuses == {s.value for s in Status}
-    case_props = {p.get("name") for p in cases[0].find("properties")}
-    assert {"reward", "status", "session_id", "elapsed_s"} <= case_props
+    assert not root.findall(".//testcase/properties")  # the strict schema has none in a testcase
+    assert {_details(case)["status"] for case in cases} == {s.value for s in Status}
+    first = _details(cases[0])
+    assert {"reward", "status", "session_id", "elapsed_s", "phase"} <= set(first)
+    assert first["status"] == "completed" and first["session_id"] == ROLLOUTS[0].session_id
     suite_props = {p.get("name"): p.get("value") for p in root.find("testsuite/properties")}
     assert suite_props["mode"] == "eval" and json.loads(suite_props["overrides"]) == ["model=tiny"]
     assert {"model", "trainer"} <= set(suite_props)
+
+
+def test_junit_suite_time_is_the_runs_wall_time_not_the_sum_of_rollouts():
+    rollouts = [make_rollout(f"r{i}", elapsed_s=40.0) for i in range(4)]  # run at once
+    report = _report(rollouts)
+    report.run.wall_time_s = 84.6
+    root = ET.fromstring(render_junit(report, rollouts))
+    assert root.get("time") == "84.600"
+    assert [suite.get("time") for suite in root.findall("testsuite")] == ["84.600"]
+    suite_props = {p.get("name"): p.get("value") for p in root.find("testsuite/properties")}
+    assert suite_props["rollout_time_s"] == "160.000"
 
 
 def test_write_reports_writes_all_four_and_the_step_summary(tmp_path, monkeypatch):
@@ -74,7 +91,12 @@ def test_write_reports_writes_all_four_and_the_step_summary(tmp_path, monkeypatc
     assert (tmp_path / "junit.xml").is_file()
     step_summary = summary_file.read_text()
     assert step_summary.startswith("earlier step\n")  # appended, not replaced
-    assert (tmp_path / "report.md").read_text() in step_summary
+    report_md = (tmp_path / "report.md").read_text()
+    assert report_md.split("\nFiles")[0] in step_summary  # the same report ...
+    # ... but no relative links, dead on GitHub's summary page: the run directory says where
+    assert not re.search(r"\]\((?!https?://)[^)]*\)", step_summary), step_summary
+    assert f"in the run directory `{tmp_path.resolve()}`" in step_summary
+    assert "[report.html](report.html)" in report_md  # beside the files, links work
 
 
 def test_no_step_summary_when_the_variable_is_unset(tmp_path, monkeypatch):

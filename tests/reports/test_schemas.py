@@ -1,4 +1,4 @@
-"""report.json against its committed JSON Schema; junit.xml against the JUnit XSD."""
+"""report.json against its committed JSON Schema; junit.xml against Jenkins' strict JUnit XSD."""
 
 import json
 from pathlib import Path
@@ -14,7 +14,7 @@ from agentcore_rl_harness.reports.render import render_junit, write_reports
 from test_store import make_rollout
 
 SCHEMA_FILE = Path(model.__file__).with_name("report.schema.json")
-XSD = Path(__file__).with_name("junit.xsd")
+XSD = Path(__file__).with_name("junit-10.xsd")  # jenkinsci/xunit-plugin's strict schema
 HOSTILE = '<script>alert(1)</script>"><img src=x onerror=alert(2)>\x07'
 
 
@@ -56,9 +56,14 @@ def test_report_json_validates_against_the_schema(tmp_path):
         jsonschema.validate(broken, schema)
 
 
-def test_junit_validates_against_the_junit_xsd():
+def test_junit_validates_against_the_strict_jenkins_junit_xsd():
     xmlschema = pytest.importorskip("xmlschema", reason="pip install xmlschema")
     schema = xmlschema.XMLSchema(str(XSD))
     document = render_junit(_report(), _rollouts())
     schema.validate(document.decode())
     assert b"onerror" in document and b"<img" not in document  # escaped as text, control char dropped
+    # the schema is strict where it matters: per-case <properties> (what pytest's xunit1 writes)
+    # are refused, so the test above would catch them
+    with_case_properties = document.replace(
+        b"<system-out>", b'<properties><property name="a" value="b" /></properties><system-out>', 1)
+    assert not schema.is_valid(with_case_properties.decode())

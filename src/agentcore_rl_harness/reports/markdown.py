@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .model import Report
 from .text import delta_table, md_cell, num, pct, pp, verdict_line
 
@@ -40,7 +42,18 @@ def _failures_section(report: Report) -> list[str]:
     return lines
 
 
-def render_markdown(report: Report) -> str:
+def _files_line(report: Report, files_at: Path | None) -> str:
+    names = ["report.html", "rollouts.jsonl", "report.json", "junit.xml", "config.yaml"]
+    if report.train:
+        names.append("train/steps.jsonl")
+    if files_at is None:  # report.md beside the files: relative links work
+        return "Files: " + " · ".join(f"[{name}]({name})" for name in names)
+    return f"Files ({', '.join(names)}) are in the run directory `{files_at}`, not linked here."
+
+
+def render_markdown(report: Report, *, files_at: Path | None = None) -> str:
+    """report.md; with `files_at` (a page away from the files, e.g. GitHub's step summary, where
+    relative links are dead) the files are named with the run directory's path instead of linked."""
     model = report.run.config.get("model", {})
     model_name = model.get("name") if isinstance(model, dict) else model
     lines = [
@@ -77,9 +90,7 @@ def render_markdown(report: Report) -> str:
         "",
         f"Denominator: {report.overall.denominator}.",
         "",
-        "Files: [report.html](report.html) · [rollouts.jsonl](rollouts.jsonl) · "
-        "[report.json](report.json) · [junit.xml](junit.xml) · [config.yaml](config.yaml)"
-        + (" · [train/steps.jsonl](train/steps.jsonl)" if report.train else ""),
+        _files_line(report, files_at),
         "",
     ]
     return "\n".join(lines)

@@ -32,7 +32,8 @@ def write_reports(
     formats: Sequence[str] = REPORT_FORMATS, step_summary: bool = True,
 ) -> None:
     """The report files `formats` names (default all four); report.md is also appended to
-    $GITHUB_STEP_SUMMARY when that is set and `step_summary` is true.
+    $GITHUB_STEP_SUMMARY when that is set and `step_summary` is true, naming the run directory
+    instead of linking the files (relative links are dead on GitHub's summary page).
 
     `tokenizer` (an HF folder) adds decoded text to the HTML token view; ids are always shown.
     """
@@ -56,5 +57,6 @@ def write_reports(
             (run_dir / filename).write_text(content, encoding="utf-8")
     summary_path = os.environ.get(STEP_SUMMARY_ENV)
     if step_summary and summary_path:
+        summary = render_markdown(report, files_at=run_dir.resolve())
         with open(summary_path, "a", encoding="utf-8") as handle:
-            handle.write(markdown + "\n")
+            handle.write(summary + "\n")
