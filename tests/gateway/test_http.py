@@ -11,6 +11,7 @@ import pytest
 import uvicorn
 
 from agentcore_rl_harness.gateway.http import CoalescingHttpProtocol, _CoalescingTransport
+from agentcore_rl_harness.gateway.server import GatewayConfig
 
 
 class RecordingTransport:
@@ -146,3 +147,27 @@ def test_installed_uvicorn_is_inside_the_pinned_range():
     pin = re.search(r'"uvicorn([^"]+)"', pyproject).group(1)
     assert "<" in pin, "uvicorn needs an upper bound: gateway/http.py subclasses a private class"
     assert version("uvicorn") in SpecifierSet(pin)
+
+
+def test_a_keep_alive_connection_idle_past_the_clients_expiry_is_still_served(gateway_factory):
+    """The gateway's idle timeout (keep_alive_s) outlives httpx's 5 s keep-alive expiry, so a
+    client reusing a connection it just kept never meets a server-side close (the race that lost
+    a request under load with uvicorn's 5 s default); a shorter keep_alive_s does close it."""
+    from urllib.parse import urlsplit
+
+    def request(sock, host, key):
+        sock.sendall(f"GET /v1/models HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n\r\n".encode())
+        return sock.recv(65536)
+
+    for keep_alive_s, served_after_idle in ((75, True), (1, False)):
+        server, _ = gateway_factory(["hi"], config=GatewayConfig(keep_alive_s=keep_alive_s))
+        url = urlsplit(server.base_url)
+        key = server.sessions.open()
+        with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+            assert request(sock, url.netloc, key).startswith(b"HTTP/1.1 200")
+            time.sleep(6)  # longer than httpx's keepalive_expiry (5 s)
+            try:
+                answer = request(sock, url.netloc, key)
+            except (BrokenPipeError, ConnectionResetError):
+                answer = b""
+            assert answer.startswith(b"HTTP/1.1 200") is served_after_idle, answer[:80]
