@@ -176,6 +176,8 @@ class SessionOutcome:
     result: dict[str, Any] | None
     error: str | None
     elapsed_s: float
+    final_state: bytes | None = None  # the session's files at its end (gzip tar), when asked for
+    final_state_error: str | None = None  # why they were not kept (too large, unreadable)
 
 
 @dataclass(frozen=True)

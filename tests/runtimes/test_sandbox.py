@@ -106,3 +106,78 @@ async def test_a_symlink_the_agent_planted_resolves_inside_its_own_view():
                 await sandbox.put_file("/usr/planted", "x")  # read-only outside its own dir
     finally:
         host_file.unlink()
+
+
+async def test_final_state_is_kept_and_restored_as_an_isolated_sandbox():
+    runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation="bwrap")
+    try:
+        outcome = await runtime.run_session(
+            agent=VICTIM, session_id="state-" + "k" * 40, payload={"role": "victim", "wait_s": 0},
+            timeout_s=60, keep_state=True)
+        assert outcome.status.value == "completed" and outcome.final_state
+        async with runtime.restore(outcome.final_state, session_id="state") as sandbox:
+            assert await sandbox.get_file("SECRET_FROM_A") == b"the victim's secret"
+            listing = await sandbox.exec(["sh", "-c", "ls -A; id -u; ls /tmp"])
+            lines = listing.stdout.split()
+            assert "SECRET_FROM_A" in lines and ".agent.sock" not in lines
+            assert lines.count(Path(sandbox.workdir).name) == 1  # /tmp holds only its own dir
+            workdir = Path(sandbox.workdir)
+        assert not workdir.exists()
+        no_state = await runtime.run_session(
+            agent=VICTIM, session_id="state-" + "n" * 40, payload={"role": "victim", "wait_s": 0},
+            timeout_s=60)
+        assert no_state.final_state is None
+    finally:
+        await runtime.aclose()
+
+
+async def test_final_state_over_the_bound_is_dropped_with_a_reason():
+    runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation="bwrap",
+                           final_state_max_bytes=5)
+    try:
+        outcome = await runtime.run_session(
+            agent=VICTIM, session_id="big-" + "k" * 40, payload={"role": "victim", "wait_s": 0},
+            timeout_s=60, keep_state=True)
+        assert outcome.status.value == "completed"
+        assert outcome.final_state is None
+        assert "passed 5 bytes" in outcome.final_state_error and "runtime.final_state_mb" in outcome.final_state_error
+    finally:
+        await runtime.aclose()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestWarning")
+def test_a_hostile_archive_cannot_escape_on_restore(tmp_path):
+    import io
+    import tarfile
+
+    from agentcore_rl_harness.runtimes._final_state import pack, unpack
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        info = tarfile.TarInfo("../escaped.txt")
+        info.size = 1
+        archive.addfile(info, io.BytesIO(b"x"))
+    target = tmp_path / "target"
+    target.mkdir()
+    with pytest.raises(tarfile.TarError):
+        unpack(buffer.getvalue(), target)
+    assert not (tmp_path / "escaped.txt").exists()
+    (target / "link").symlink_to("/etc/passwd")
+    restored = tmp_path / "restored"
+    restored.mkdir()
+    unpack(pack(target, max_bytes=1024), restored)
+    assert (restored / "link").is_symlink() and str((restored / "link").readlink()) == "/etc/passwd"
+    sneaky = io.BytesIO()  # a link to / and then a file "through" it: the file is refused
+    with tarfile.open(fileobj=sneaky, mode="w:gz") as archive:
+        link = tarfile.TarInfo("root")
+        link.type, link.linkname = tarfile.SYMTYPE, "/"
+        archive.addfile(link)
+        through = tarfile.TarInfo("root/tmp/planted-by-archive")
+        through.size = 1
+        archive.addfile(through, io.BytesIO(b"x"))
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(tarfile.TarError):
+        unpack(sneaky.getvalue(), other)
+    assert not Path("/tmp/planted-by-archive").exists()
+    assert not (other / "root").is_symlink()

@@ -143,6 +143,9 @@ class _Session:
     child: _Child | None = None
     env: dict[str, str] | None = None
     sandbox: SessionSandbox | None = None
+    keep_state: bool = False
+    final_state: bytes | None = None
+    final_state_error: str | None = None
 
     @property
     def stderr_path(self) -> Path:
@@ -166,6 +169,7 @@ class LocalRuntime:
         s3_bucket: str | None = None,
         exp_id: str | None = None,
         isolation: str | IsolationChoice | Isolation = "auto",
+        final_state_max_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         """`base_dir` is where session directories are created (default: the system temp dir).
 
@@ -220,6 +224,7 @@ class LocalRuntime:
         self.python = python
         self.env_passthrough = tuple(env_passthrough)
         self.kill_grace_s = kill_grace_s
+        self.final_state_max_bytes = final_state_max_bytes
         self.start_method = start_method
         self._slots = asyncio.Semaphore(concurrency)
         self._live: set[_Child] = set()
@@ -241,27 +246,89 @@ class LocalRuntime:
             self._sink = ResultSink()
 
     async def run_session(
-        self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float
+        self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float,
+        keep_state: bool = False,
     ) -> SessionOutcome:
+        """`keep_state`: return the session's final files (`SessionOutcome.final_state`, at most
+        `final_state_max_bytes`), which `restore` opens again as a sandbox for scoring."""
         async with self._slots:
             if self._closed:
                 raise RuntimeStartError("LocalRuntime is closed; create a new one to run sessions")
             started = time.monotonic()
+            session = _Session(Path(tempfile.mkdtemp(prefix="arl-session-", dir=self._base())),
+                               session_id=session_id, keep_state=keep_state)
             try:
-                result = await self._run(agent, session_id, payload, timeout_s)
+                result = await self._run(session, agent, payload, timeout_s)
             except _AgentFailed as failure:
-                return SessionOutcome(
-                    status=failure.status,
-                    result=None,
-                    error=failure.error,
-                    elapsed_s=time.monotonic() - started,
-                )
+                status, result, error = failure.status, None, failure.error
+            else:
+                status, error = Status.COMPLETED, None
             return SessionOutcome(
-                status=Status.COMPLETED,
-                result=result,
-                error=None,
-                elapsed_s=time.monotonic() - started,
+                status=status, result=result, error=error, elapsed_s=time.monotonic() - started,
+                final_state=session.final_state, final_state_error=session.final_state_error,
             )
+
+    @contextlib.asynccontextmanager
+    async def restore(self, final_state: bytes, *, session_id: str = "restored",
+                      workdir: str | None = None) -> Any:
+        """A sandbox over a finished session's files (`final_state`), isolated like a session:
+        `async with runtime.restore(outcome.final_state) as sandbox: await sandbox.exec(...)`.
+        `workdir` (the session's old directory) is reused when free, so absolute paths hold."""
+        from ._final_state import unpack
+
+        base = (self._base() or Path(tempfile.gettempdir())).resolve()
+        directory = Path(workdir) if workdir else None
+        try:
+            if directory is None or directory.parent != base:
+                raise FileExistsError  # only a session directory of this runtime's is reused
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            directory = Path(tempfile.mkdtemp(prefix="arl-restored-", dir=base))
+        process = None
+        info_read = info_write = None
+        try:
+            await asyncio.to_thread(unpack, final_state, directory)
+            env = self._environment(directory, str(directory))
+            self.isolation.prepare(directory)
+            if self.isolation.namespaced:
+                info_read, info_write = os.pipe()
+            plan = self.isolation.launch(["sleep", "infinity"], workdir=directory, info_fd=info_write)
+            process = await asyncio.create_subprocess_exec(
+                *plan.argv, cwd=directory, env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+                preexec_fn=plan.preexec, pass_fds=plan.pass_fds,
+            )
+            if info_write is not None:
+                os.close(info_write)
+                info_write = None
+            child = _SpawnedChild(process, info_fd=info_read)
+            info_read = None
+            host_pid = process.pid
+            if self.isolation.namespaced:
+                async with asyncio.timeout(self.startup_timeout_s):
+                    while (host_pid := child.sandbox_pid()) is None:
+                        await asyncio.sleep(0.01)
+            sandbox = SessionSandbox(session_id=session_id, isolation=self.isolation,
+                                     host_pid=host_pid, workdir=str(directory), env=env)
+            try:
+                yield sandbox
+            finally:
+                await sandbox.aclose()
+                await self._terminate(child)
+        finally:
+            for fd in (info_read, info_write):
+                if fd is not None:
+                    os.close(fd)
+            if process is not None and process.returncode is None:
+                _killpg(process.pid, signal.SIGKILL)
+            shutil.rmtree(directory, onerror=_log_rmtree_error)
+            if isinstance(self.isolation, SessionUid):
+                self.isolation.release(directory)
+
+    def _base(self) -> Path | None:
+        if self.base_dir is not None:
+            self.base_dir.mkdir(parents=True, exist_ok=True)
+        return self.base_dir
 
     async def aclose(self) -> None:
         """Kill every live session process and zygote; later `run_session` calls raise."""
@@ -298,16 +365,13 @@ class LocalRuntime:
     # -- one session ------------------------------------------------------------------------
 
     async def _run(
-        self, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float
+        self, session: _Session, agent: AgentRef, payload: dict[str, Any], timeout_s: float
     ) -> dict[str, Any]:
         deadline = asyncio.get_running_loop().time() + timeout_s
-        spec, import_root = _resolve_agent(agent)
-        if self.base_dir is not None:
-            self.base_dir.mkdir(parents=True, exist_ok=True)
-        session = _Session(Path(tempfile.mkdtemp(prefix="arl-session-", dir=self.base_dir)),
-                           session_id=session_id)
+        session_id = session.session_id
         self._sessions[session_id] = session
         try:
+            spec, import_root = _resolve_agent(agent)
             try:
                 async with asyncio.timeout_at(deadline):
                     port = await self._start(session, spec, import_root)
@@ -328,7 +392,7 @@ class LocalRuntime:
     def _environment(self, home: Path, import_root: str) -> dict[str, str]:
         """The scrubbed environment of a process living in `home` (its HOME; TMPDIR inside)."""
         tmp = home / "tmp"
-        tmp.mkdir()
+        tmp.mkdir(exist_ok=True)
         import_roots = [import_root, str(_HARNESS_SRC)]
         import_roots.extend(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
         env = {
@@ -538,10 +602,24 @@ class LocalRuntime:
                 except asyncio.CancelledError:
                     session.child.send_signal(signal.SIGKILL)
                     raise
+            if session.keep_state:
+                await self._keep_state(session)
         finally:
             shutil.rmtree(session.workdir, onerror=_log_rmtree_error)
             if isinstance(self.isolation, SessionUid):
                 self.isolation.release(session.workdir)
+
+    async def _keep_state(self, session: _Session) -> None:
+        from ._final_state import StateTooLarge, pack
+
+        try:
+            session.final_state = await asyncio.to_thread(
+                pack, session.workdir, max_bytes=self.final_state_max_bytes)
+        except StateTooLarge as exc:
+            session.final_state_error = (f"{exc}; raise runtime.final_state_mb to keep larger "
+                                         "sessions' files")
+        except OSError as exc:
+            session.final_state_error = f"cannot pack the session's files: {exc}"
 
     async def _terminate(self, child: _Child) -> None:
         """SIGTERM the session's process group, SIGKILL it after the grace period."""
