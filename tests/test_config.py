@@ -74,7 +74,7 @@ def test_default_source_is_project_configs(tmp_path):
 
 
 def test_agentcore_runtime_config_and_the_loopback_check():
-    from agentcore_rl_harness.runner import check_public_gateway_url
+    from agentcore_rl_harness.run.compose import check_public_gateway_url
 
     typed = compose_config([
         "runtime=agentcore",

@@ -149,7 +149,7 @@ def _report_and_rollouts():
     ],
 )
 def test_report_files_follow_the_report_group(tmp_path, monkeypatch, overrides, files, summary):
-    from agentcore_rl_harness.session import write_report_files
+    from agentcore_rl_harness.run.finish import write_report_files
 
     step_summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))

@@ -3,7 +3,7 @@
 import pytest
 
 from agentcore_rl_harness.records import SessionOutcome, Status
-from agentcore_rl_harness.runner import attribute_failure
+from agentcore_rl_harness.run.episodes import attribute_failure
 
 
 def _outcome(status=Status.AGENT_ERROR, error="agent: HTTP 400 from the model"):

@@ -9,7 +9,7 @@ import agentcore_rl_harness as arl
 from agentcore_rl_harness.errors import RewardError
 from agentcore_rl_harness.records import SessionOutcome, Status, Usage
 from agentcore_rl_harness.run.cases import Case, Episode
-from agentcore_rl_harness.scoring import RolloutHandle, check_reward, score_offline
+from agentcore_rl_harness.run.scoring import RolloutHandle, check_reward, score_offline
 from agentcore_rl_harness.tasks import task_spec
 
 

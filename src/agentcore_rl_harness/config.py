@@ -10,11 +10,12 @@ import dataclasses
 import os
 import types
 import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, ConfigWarning
 from .records import HISTORY_MODES, SamplingParams, SessionLimits
 from .runtimes.isolation import ISOLATION_KINDS, START_METHODS, SandboxLimits
 from .sanity_agents import AGENTS as SANITY_AGENTS
@@ -227,6 +228,37 @@ class TrainerSection:
     loop: TrainLoopConfig
     trainer: Any  # e.g. trainers.local.LocalTrainerConfig
     algo: Any  # e.g. trainers.grpo.GRPOConfig
+    dropped: tuple[str, ...] = ()  # `trainer` keys of another trainer kind, left out (scoping)
+
+
+def foreign_trainer_keys(kind: str, keys: typing.Iterable[str]) -> list[str]:
+    """Of `keys` the chosen trainer `kind` does not have, those another kind has (`trainer.lr`
+    of the in-process trainers under `trainer=verl`): a project config's settings for one kind
+    must not stop a switch to another. Keys no kind has stay errors (a typo)."""
+    from .trainers.registry import TRAINERS
+
+    own = {f.name for f in dataclasses.fields(TRAINERS[kind].load_config_class())}
+    unknown = [key for key in keys if key not in own]
+    if not unknown:
+        return []
+    others: set[str] = set()
+    for other, spec in TRAINERS.items():
+        if other != kind:
+            others.update(f.name for f in dataclasses.fields(spec.load_config_class()))
+    return [key for key in unknown if key in others]
+
+
+def dropped_keys_message(section: TrainerSection | None) -> str | None:
+    """What the config left out when it built `section` (None: nothing)."""
+    if section is None or not section.dropped:
+        return None
+    return _dropped_text(section.trainer.kind, section.dropped)
+
+
+def _dropped_text(kind: str, keys: typing.Sequence[str]) -> str:
+    named = ", ".join(f"trainer.{key}" for key in keys)
+    return (f"trainer={kind} has no {named}: a setting of another trainer kind, ignored "
+            f"(it applies again when that trainer is chosen)")
 
 
 def _algo_classes() -> dict[str, type]:
@@ -250,14 +282,18 @@ def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> Trai
             raise ConfigError(f"trainer.{key}={getattr(loop, key)} must be >= 1")
     if loop.group_size is not None and loop.group_size < 2:
         raise ConfigError(f"algo.group_size={loop.group_size} must be >= 2 (GRPO compares samples)")
+    impl_values = {k: v for k, v in trainer.items() if k not in LOOP_KEYS}
+    dropped = foreign_trainer_keys(str(trainer_kind), impl_values)
+    if dropped:
+        warnings.warn(_dropped_text(str(trainer_kind), dropped), ConfigWarning, stacklevel=2)
     impl = build(
-        trainer_spec.load_config_class(), {k: v for k, v in trainer.items() if k not in LOOP_KEYS}, "trainer"
+        trainer_spec.load_config_class(), {k: v for k, v in impl_values.items() if k not in dropped}, "trainer"
     )
     algo_cfg = build(algo_classes[algo_kind], {k: v for k, v in algo.items() if k not in GROUP_KEYS}, "algo")
     check_algo = getattr(impl, "check_algo", None)  # service trainers reject knobs they cannot honour
     if check_algo is not None:
         check_algo(algo_cfg)
-    return TrainerSection(loop=loop, trainer=impl, algo=algo_cfg)
+    return TrainerSection(loop=loop, trainer=impl, algo=algo_cfg, dropped=tuple(dropped))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,10 @@ class ConfigError(HarnessError):
     """A configuration value is wrong; the message names the key, the value and the fix."""
 
 
+class ConfigWarning(UserWarning):
+    """The config was composed, but something in it was left out; the message says what."""
+
+
 class ModelError(HarnessError):
     """A named model cannot be found, prepared or loaded."""
 

@@ -1,4 +1,4 @@
-"""The fixtures a task test may ask for; thin wrappers over the run (`session.RunSession`).
+"""The fixtures a task test may ask for; thin wrappers over the run core (`run.core.Run`).
 
 `plugin.py` re-exports them, so pytest finds them on the registered plugin module.
 """
@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from .config import HarnessConfig
+from .pytest_outcomes import run_of
 from .run.backend import Backend
-from .scoring import RolloutHandle
-from .session import MODES, SESSION_KEY, ExtraSessions, RunSession, TrainItem
+from .run.core import ExtraSessions, Run
+from .run.plan import MODES, TrainItem
+from .run.scoring import RolloutHandle
 
 __all__ = ["_arl_case", "agentcore_rl_config", "agentcore_session", "backend", "gateway", "rollout", "row"]
 
@@ -45,7 +47,7 @@ def rollout(request: pytest.FixtureRequest, _arl_case) -> RolloutHandle | None:
 @pytest.fixture
 def gateway(request: pytest.FixtureRequest):
     """The rollout gateway server of this run (`.base_url`, `.sessions`)."""
-    return _require(request).harness_gateway()
+    return _require(request).started_harness().gateway
 
 
 @pytest.fixture
@@ -58,14 +60,11 @@ def agentcore_session(request: pytest.FixtureRequest, _arl_case) -> ExtraSession
 def backend(request: pytest.FixtureRequest) -> Backend:
     """The run's sampling backend: `.model_name`, `.policy_version`, `.sample(prompt)`,
     `.score(prompt, completion)` (await `.asample` / `.ascore` in `async def` code)."""
-    run = _require(request)
-    run.harness_gateway()  # starts the harness: model, sampler, gateway
-    assert run.harness is not None
-    return run.harness.backend()
+    return _require(request).started_harness().backend()  # starts model, sampler, gateway
 
 
-def _require(request: pytest.FixtureRequest) -> RunSession:
-    run = request.config.stash.get(SESSION_KEY, None)
+def _require(request: pytest.FixtureRequest) -> Run:
+    run = run_of(request.config)
     if run is None:
         pytest.skip(
             f"agentcore-rl fixture: run it with `pytest --agentcore-rl MODE` (modes: {', '.join(MODES)})"

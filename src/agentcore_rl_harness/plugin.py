@@ -1,5 +1,6 @@
-"""pytest hooks: thin over `tasks` (declaration) and `session` (the run); the fixtures live in
-`fixtures.py` and are re-exported here, where pytest finds them on the plugin.
+"""pytest hooks: thin over `tasks` (declaration) and the run core (`run.core.Run`); pytest's side
+of each outcome is mapped in `pytest_outcomes.py`; the fixtures live in `fixtures.py` and are
+re-exported here, where pytest finds them on the plugin.
 
 Without `--agentcore-rl`, task tests collect as one skipped item each and ordinary tests are
 untouched. With it, each task expands into (row x sample) items whose rollouts start together
@@ -16,9 +17,12 @@ import pytest
 from .errors import ConfigError, HarnessError, MissingDependencyError
 from .fixtures import _arl_case, agentcore_rl_config, agentcore_session, backend, gateway, rollout, row  # noqa: F401
 from .progress import PytestTerminal
-from .records import Rollout
-from .session import MODES, SESSION_KEY, RunSession, TrainItem, resolve_baseline
-from .tasks import case_id, task_spec
+from .pytest_outcomes import RUN_KEY, call_task, finish_session, record_report, rollout_properties  # noqa: F401
+from .pytest_outcomes import run_of as _run
+from .run.core import Run
+from .run.finish import resolve_baseline
+from .run.plan import MODES, item_name
+from .tasks import task_spec
 
 CASE_FIXTURE = "_arl_case"
 SKIP_REASON = (
@@ -122,7 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
     terminal = PytestTerminal(reporter) if reporter is not None else None
     try:
         if resume:
-            run = RunSession.resume(
+            run = Run.resume(
                 mode=mode,
                 run_dir=Path(resume),
                 overrides=overrides,
@@ -130,7 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 terminal=terminal,
             )
         else:
-            run = RunSession.create(
+            run = Run.create(
                 mode=mode,
                 overrides=overrides,
                 config_path=Path(config_path) if config_path else None,
@@ -163,7 +167,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"--agentcore-rl-save-baseline {name!r}: use a plain name like 'main'"
             )
         run.save_baseline = name
-    config.stash[SESSION_KEY] = run
+    config.stash[RUN_KEY] = run
     config.pluginmanager.register(ProgressHooks(run), "agentcore-rl-progress")
     _interrupt_on_sigterm()
 
@@ -187,7 +191,7 @@ def _refuse_xdist(config: pytest.Config) -> None:
 class ProgressHooks:
     """Keeps the live progress display and pytest's terminal output out of each other's way."""
 
-    def __init__(self, run: RunSession) -> None:
+    def __init__(self, run: Run) -> None:
         self._run = run
 
     @pytest.hookimpl(tryfirst=True)
@@ -231,10 +235,6 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-def _run(config: pytest.Config) -> RunSession | None:
-    return config.stash.get(SESSION_KEY, None)
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     spec = task_spec(metafunc.function)
     if spec is None:
@@ -250,16 +250,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
         return
     try:
-        cases = run.cases_for(spec)
+        cases = run.plan(spec)
     except HarnessError as exc:  # the task's declaration or data: its message, not a traceback
         raise pytest.Collector.CollectError(str(exc)) from exc
     metafunc.parametrize(
         CASE_FIXTURE,
         cases,
-        ids=[
-            "train" if isinstance(case, TrainItem) else case_id(case.row_id, case.sample_index)
-            for case in cases
-        ],
+        ids=[item_name(case) for case in cases],
         indirect=True,
     )
 
@@ -275,7 +272,7 @@ def pytest_runtestloop(session: pytest.Session):
     run = _run(session.config)
     if run is not None and not session.config.option.collectonly:
         try:
-            run.start_rollouts(_task_items(session.items))
+            run.start(_task_items(session.items))
         except MissingDependencyError as exc:  # e.g. no torch: say what to install, not a traceback
             raise pytest.UsageError(f"agentcore-rl {run.mode}: {exc}") from exc
     return (yield)
@@ -295,10 +292,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     run = _run(pyfuncitem.config)
     if run is None or task_spec(pyfuncitem.function) is None:
         return None
-    arguments = {
-        name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames
-    }
-    run.call_task(pyfuncitem.nodeid, pyfuncitem.function, arguments)
+    call_task(run, pyfuncitem)
     return True
 
 
@@ -307,37 +301,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     report = yield
     run = _run(item.config)
     if run is not None:
-        run.on_report(item.nodeid, report, call)
-        rollout = run.recorded(item.nodeid)
-        if rollout is not None and not item.stash.get(_PROPERTIES_SET, False):
-            item.stash[_PROPERTIES_SET] = True
-            properties = rollout_properties(rollout)
-            item.user_properties.extend(properties)  # later reports (teardown) copy the item's
-            report.user_properties.extend(properties)
+        record_report(run, item, report, call)
     return report
-
-
-_PROPERTIES_SET = pytest.StashKey[bool]()
-
-
-def rollout_properties(rollout: Rollout) -> list[tuple[str, str]]:
-    """What a user's own `--junitxml` (or any report plugin) gets from a task item's rollout."""
-    properties = [
-        ("reward", "" if rollout.reward is None else repr(rollout.reward)),
-        ("status", rollout.status.value),
-        ("session_id", rollout.session_id),
-    ]
-    properties += [(f"rewards.{name}", repr(value)) for name, value in rollout.rewards.items()]
-    return properties
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     run = _run(session.config)
     if run is None:
         return
-    session.exitstatus = run.finish(
-        int(exitstatus), write_reports=not session.config.option.collectonly
-    )
+    session.exitstatus = finish_session(run, session, int(exitstatus))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -16,7 +16,7 @@ import pytest
 from agentcore_rl_harness.errors import ConfigError, HarnessError
 from agentcore_rl_harness.gateway.guard import FailedKeyLimiter
 from agentcore_rl_harness.gateway.server import GatewayConfig
-from agentcore_rl_harness.runner import check_public_gateway_url
+from agentcore_rl_harness.run.compose import check_public_gateway_url
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from agentcore_rl_harness.errors import HarnessError
 from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer
 from agentcore_rl_harness.records import SamplingParams
 from agentcore_rl_harness.run.backend import Backend
-from agentcore_rl_harness.runner import LoopThread
+from agentcore_rl_harness.run.loop import LoopThread
 from agentcore_rl_harness.samplers.scripted import ScriptedSampler
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]

@@ -20,7 +20,7 @@ from agentcore_rl_harness.run.cases import Case, Episode  # noqa: E402
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime  # noqa: E402
 from agentcore_rl_harness.runtimes.base import AgentRef  # noqa: E402
 from agentcore_rl_harness.runtimes.local import LocalRuntime  # noqa: E402
-from agentcore_rl_harness.scoring import RolloutHandle, score_offline  # noqa: E402
+from agentcore_rl_harness.run.scoring import RolloutHandle, score_offline  # noqa: E402
 from agentcore_rl_harness.tasks import build_payload, rollout_block, task_spec  # noqa: E402
 
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/rllm-math-Ab12Cd34Ef"

@@ -52,7 +52,7 @@ import pytest
 
 from agentcore_rl_harness.errors import HarnessError
 from agentcore_rl_harness.records import Rollout, Status, Trace, Usage
-from agentcore_rl_harness.training import build_groups
+from agentcore_rl_harness.run.training import build_groups
 
 # -- the fixture: scored rollouts as the runner records them -----------------------------------------
 

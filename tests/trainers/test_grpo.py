@@ -274,7 +274,7 @@ def test_importing_trainers_does_not_import_torch():
 
 
 def test_one_group_builder_a_finished_rollout_without_a_reward_trains_on_its_success():
-    from agentcore_rl_harness.training import build_groups
+    from agentcore_rl_harness.run.training import build_groups
 
     passed = dataclasses.replace(_rollout("a", 0, Status.COMPLETED, None), success=True)
     failed = dataclasses.replace(_rollout("a", 1, Status.TASK_FAILED, None), success=False)

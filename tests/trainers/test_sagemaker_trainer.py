@@ -390,7 +390,7 @@ def test_a_failed_stop_is_loud_and_names_the_manual_command(fake, trainer):
 
 
 def test_harness_close_stops_the_session(fake, tiny_model_dir):
-    from agentcore_rl_harness.runner import Harness
+    from agentcore_rl_harness.run.compose import Harness
 
     typed = compose_config([*REQUIRED, f"model.name={tiny_model_dir}"]).typed
     harness = Harness(typed)

@@ -2,9 +2,9 @@
 
 verl and slime own the policy weights and the inference servers; the harness contributes the
 rest of an episode: the gateway (rendering, exact token capture, traces), the agent runtime and
-the task's scoring. `EpisodeRunner` builds a `runner.Harness` around a given `SamplingBackend`
-and tokenizer (no weights are loaded here) and turns one (task, row, sample) into one scored
-`Rollout`, exactly as a `collect` run would record it.
+the task's scoring. `EpisodeRunner` builds a `run.compose.Harness` around a given
+`SamplingBackend` and tokenizer (no weights are loaded here) and turns one (task, row, sample)
+into one scored `Rollout` with the run core's `Scorer`, exactly as a `collect` run records it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
-import inspect
 import itertools
 import threading
 import shlex
@@ -23,10 +22,11 @@ from typing import Any
 from ..config import HarnessConfig, SamplingConfig, compose_config
 from ..gateway.sampling import SamplingBackend
 from ..records import Rollout, Trace
-from ..runner import Case, Episode, Harness
-from ..scoring import RolloutHandle, make_rollout, score_offline
+from ..run.cases import Case
+from ..run.compose import Harness
+from ..run.scoring import Scorer
+from ..run.training import EXCLUDED
 from ..tasks import TaskSpec
-from ..training import EXCLUDED
 
 CONFIG_ENV = "AGENTCORE_RL_CONFIG"
 OVERRIDES_ENV = "AGENTCORE_RL_SET"
@@ -80,6 +80,7 @@ class EpisodeRunner:
         harness = Harness(config, sampler=sampler, tokenizer=tokenizer, model_id=model_id)
         harness.start()
         self.harness = harness
+        self.scorer = Scorer(run_id=run_id, call=harness.call, fixtures=harness.offline_fixtures)
         self._store = None
         if rollouts_dir:
             from ..store import RunStore
@@ -100,31 +101,13 @@ class EpisodeRunner:
 
     async def _run(self, case: Case) -> Rollout:
         episode = await self.harness.run_case(case)
-        rollout = await asyncio.to_thread(self._score, case, episode)
+        try:  # task code may block (or bridge back to this loop): a worker thread scores
+            rollout = await asyncio.to_thread(self.scorer.score, case, episode)
+        finally:
+            await episode.held.release()
         if self._store is not None:
             self._store.append(rollout)
         return rollout
-
-    def _score(self, case: Case, episode: Episode) -> Rollout:
-        handle = RolloutHandle(episode)
-        fixtures = {"agentcore_rl_config": self.config, "gateway": self.harness.gateway,
-                    "backend": self.harness.backend()}
-        verdict = score_offline(case, handle, self._call, fixtures)
-        return make_rollout(
-            run_id=self.run_id, case=case, episode=episode, handle=handle, verdict=verdict,
-            step=case.step,
-        )
-
-    def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run a sync or async task function (called from a worker thread, never the loop)."""
-        value = function(*args, **kwargs)
-        if inspect.isawaitable(value):
-
-            async def _await() -> Any:
-                return await value
-
-            return self.harness.loop.run(_await())
-        return value
 
     def close(self) -> None:
         try:

@@ -36,7 +36,7 @@ from typing import Any
 
 from ..errors import ConfigError, HarnessError
 from ..records import Rollout, Trace
-from ..training import training_reward
+from ..run.training import training_reward
 from ._episodes import (
     CONFIG_ENV, OVERRIDES_ENV, EpisodeRunner, case_for, harness_config, is_failed,
     overrides_from_env, shared_runner, trained_tokens,

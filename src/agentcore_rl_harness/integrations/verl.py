@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import ConfigError, HarnessError, MissingDependencyError, SamplingError
 from ..gateway.sampling import TokenCallback
 from ..records import FinishReason, Rollout, SampleResult, SamplingParams, Trace
-from ..training import training_reward
+from ..run.training import training_reward
 from ._episodes import (
     CONFIG_ENV, OVERRIDES_ENV, EpisodeRunner, case_for, harness_config, is_failed,
     close_runners, overrides_from_env, shared_runner, trained_tokens,

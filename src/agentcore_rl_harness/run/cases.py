@@ -1,8 +1,15 @@
-"""The run's units of work: a `Case` (task, row, sample) and the `Episode` that ran it."""
+"""The run's units of work: a `Case` (task, row, sample) and the `Episode` that ran it.
+
+An episode may hold resources past the end of its agent session (the session's sandbox, kept so
+the task can inspect its files): they go on `Episode.held` and are released once the rollout is
+scored (`HeldResources.release`), or at the latest when the harness closes.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +37,32 @@ class Case:
         return f"{self.spec.name}/{self.row_id}/{self.phase}{suffix}"
 
 
+class HeldResources:
+    """What an episode keeps alive until it is scored: async closers, released once, in reverse."""
+
+    def __init__(self) -> None:
+        self._closers: list[Callable[[], Awaitable[None]]] = []
+        self.released = False
+
+    def hold(self, aclose: Callable[[], Awaitable[None]]) -> None:
+        """Keep a resource until `release` (a closer given after release runs at the next one)."""
+        self._closers.append(aclose)
+        self.released = False
+
+    async def release(self) -> None:
+        """Close everything held; a closer's error is logged, the others still run."""
+        closers, self._closers = self._closers[::-1], []
+        self.released = True
+        for aclose in closers:
+            try:
+                await aclose()
+            except Exception:  # one leaked resource must not keep the others alive
+                logging.getLogger(__name__).exception("releasing an episode's resource failed")
+
+    def __bool__(self) -> bool:
+        return bool(self._closers)
+
+
 @dataclass(frozen=True)
 class Episode:
     """What came back from one agent session, before the task scored it."""
@@ -41,6 +74,7 @@ class Episode:
     turns: int
     usage: Usage
     session_metadata: dict[str, Any] = field(default_factory=dict)
+    held: HeldResources = field(default_factory=HeldResources, compare=False, repr=False)
 
 
 def case_seed(run_seed: int, case: Case) -> int:

@@ -1,7 +1,10 @@
 """Scoring one episode with its task: reward functions, the test body, and the rollout record.
 
-Used for pytest items (where pytest calls the body) and for rollouts the harness scores itself
-(pre-eval and training steps in `run` / `train` modes), so both give identical records.
+`Scorer` is the one scorer: pytest items (pytest calls the body, `Scorer.before_body` /
+`run_body` / `item_verdict`), rollouts the harness scores itself (pre-eval and training steps,
+`Scorer.score`) and the verl / slime episode runners all go through it, so all give identical
+records. It raises no pytest exception: `ItemFailed` is mapped to `pytest.fail` in
+`pytest_outcomes.py`.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ERROR_TEXT_LIMIT, RewardError, failure_text
-from .records import Rollout, Status, Trace, Usage
-from .run.cases import Case, Episode
-from .tasks import AGENT_REWARD
+from ..errors import ERROR_TEXT_LIMIT, HarnessError, RewardError, failure_text
+from ..records import Rollout, Status, Trace, Usage
+from ..store import json_safe
+from ..tasks import AGENT_REWARD
+from .cases import Case, Episode
 
 # Fixtures a task body may use when the harness scores a rollout itself (outside a pytest item).
 OFFLINE_FIXTURES = ("rollout", "row", "agentcore_rl_config", "gateway", "backend")
@@ -231,3 +235,66 @@ def make_rollout(
         elapsed_s=round(episode.outcome.elapsed_s, 3) if episode else 0.0,
         traces=episode.traces if episode else (),
     )
+
+
+class ItemFailed(Exception):
+    """A pytest item fails with this message and no traceback (`pytest_outcomes` maps it to
+    `pytest.fail(message, pytrace=False)`): the agent failed, or its result cannot be stored."""
+
+
+def item_verdict(handle: RolloutHandle, *, passed: bool, error: str | None) -> Verdict:
+    """The verdict of a pytest item, from its rollout and whether pytest passed it (`error`:
+    why it failed, when it did)."""
+    drop_bad_rewards(handle)  # a failed body may have left a bad reward on the handle
+    status, why = handle.status, handle.error
+    if status is Status.COMPLETED and not passed:
+        status, why = Status.TASK_FAILED, error
+    if status is Status.INFRA_ERROR:
+        return Verdict(status, why, None)
+    return Verdict(status, why, passed if status in (Status.COMPLETED, Status.TASK_FAILED) else False)
+
+
+class Scorer:
+    """Scores episodes with their tasks; `call` runs task code (sync or async) to completion and
+    `fixtures()` gives what a body may ask for when the harness calls it (OFFLINE_FIXTURES)."""
+
+    def __init__(self, *, run_id: str, call: Caller, fixtures: Callable[[], dict[str, Any]]) -> None:
+        self.run_id = run_id
+        self.call = call
+        self.fixtures = fixtures
+
+    def score(self, case: Case, episode: Episode) -> Rollout:
+        """Rewards, then the body, as a pytest item would; the rollout as it will be recorded."""
+        handle = RolloutHandle(episode)
+        verdict = score_offline(case, handle, self.call, self.fixtures())
+        return self.rollout(case, episode, handle, verdict)
+
+    def before_body(self, handle: RolloutHandle) -> None:
+        """A pytest item's checks before its body: the agent's failure fails the item
+        (`ItemFailed`), the harness's is an error (`HarnessError`)."""
+        if handle.status is Status.INFRA_ERROR:
+            raise HarnessError(f"infrastructure error in rollout: {handle.error}")
+        if handle.status is not Status.COMPLETED:
+            raise ItemFailed(f"{handle.status.value}: {handle.error}")
+        unstorable: list[str] = []
+        json_safe(handle.result, "result", unstorable)
+        if unstorable:  # the record could not hold it: fail here, as the record will say
+            raise ItemFailed("the agent's result holds values strict JSON cannot store: "
+                             + "; ".join(unstorable))
+
+    def run_body(self, case: Case, handle: RolloutHandle, body: Callable[..., Any],
+                 arguments: dict[str, Any]) -> None:
+        """A pytest item's scoring: rewards, then its body with pytest's fixture values."""
+        self.before_body(handle)
+        apply_rewards(handle, case, self.call)
+        self.call(body, **arguments)
+        check_handle_rewards(handle)  # the body may have set a NaN / non-numeric reward
+
+    def rollout(self, case: Case, episode: Episode | None, handle: RolloutHandle | None,
+                verdict: Verdict) -> Rollout:
+        return make_rollout(run_id=self.run_id, case=case, episode=episode, handle=handle,
+                            verdict=verdict, step=case.step)
+
+    def infra_rollout(self, case: Case, error: str) -> Rollout:
+        """The record of a case whose episode never came back (the harness failed)."""
+        return self.rollout(case, None, None, Verdict(Status.INFRA_ERROR, error[:ERROR_TEXT_LIMIT], None))

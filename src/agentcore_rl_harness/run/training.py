@@ -21,12 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .records import Rollout, Status
-from .run.cases import Case, Episode
-from .tasks import TaskSpec, load_rows
-from .train_store import STEPS_FILE, latest_checkpoint, read_steps, rewrite_steps  # noqa: F401 (re-exported)
-from .trainers.grpo import EXCLUDED_STATUSES as EXCLUDED
-from .trainers.grpo import training_reward  # noqa: F401 (re-exported)
+from ..config import HarnessConfig
+from ..records import Rollout, Status  # noqa: F401 (Status re-exported)
+from ..tasks import TaskSpec, load_rows
+from ..train_store import STEPS_FILE, latest_checkpoint, read_steps, rewrite_steps  # noqa: F401 (re-exported)
+from ..trainers.base import StepMetrics, Trainer, TrainGroup
+from ..trainers.grpo import EXCLUDED_STATUSES as EXCLUDED
+from ..trainers.grpo import training_reward
+from .cases import Case, Episode
 
 
 @dataclass(frozen=True)
@@ -37,10 +39,17 @@ class TrainPlan:
     checkpoint_every: int
     seed: int
 
+    @classmethod
+    def from_config(cls, config: HarnessConfig) -> "TrainPlan":
+        """The plan of the `trainer` / `algo` nodes' loop keys and the run's seed."""
+        loop = config.trainer.loop
+        return cls(steps=loop.steps, batch_rows=loop.batch_rows, group_size=loop.group_size,
+                   checkpoint_every=loop.checkpoint_every, seed=config.seed)
 
-def build_groups(rollouts: Sequence[Rollout]) -> tuple[list[Any], dict[str, int]]:
+
+def build_groups(rollouts: Sequence[Rollout]) -> tuple[list[TrainGroup], dict[str, int]]:
     """`grpo.groups_from_rollouts`, with every excluded status counted (0 when none)."""
-    from .trainers.grpo import groups_from_rollouts
+    from ..trainers.grpo import groups_from_rollouts
 
     groups, counted = groups_from_rollouts(rollouts)
     return groups, {status.value: counted.get(status.value, 0) for status in EXCLUDED}
@@ -80,7 +89,7 @@ class TrainingLoop:
         specs: Sequence[TaskSpec],
         run_cases: Callable[[list[Case]], list[Episode]],
         score: Callable[[Case, Episode], Rollout],
-        trainer: Any,
+        trainer: Trainer,
         run_dir: Path,
         write: Callable[[str], None],
         start_step: int = 0,
@@ -97,7 +106,7 @@ class TrainingLoop:
         self.schedule = RowSchedule(specs, plan.seed)
         self.schedule.skip_steps(start_step, plan.batch_rows)
 
-    def run(self, step_once: Callable[[list[Any]], Any]) -> list[dict[str, Any]]:
+    def run(self, step_once: Callable[[list[TrainGroup]], StepMetrics]) -> list[dict[str, Any]]:
         """Run the remaining steps; `step_once(groups)` runs one trainer step and returns metrics."""
         self.train_dir.mkdir(parents=True, exist_ok=True)
         lines = []
@@ -108,7 +117,7 @@ class TrainingLoop:
                 self.trainer.save_checkpoint(path)
         return lines
 
-    def _step(self, step: int, step_once: Callable[[list[Any]], Any]) -> dict[str, Any]:
+    def _step(self, step: int, step_once: Callable[[list[TrainGroup]], StepMetrics]) -> dict[str, Any]:
         started = time.monotonic()
         cases = [
             Case(spec=spec, row=row, sample_index=index, phase="train", step=step)

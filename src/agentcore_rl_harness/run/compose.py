@@ -1,0 +1,319 @@
+"""The one composition root: sampler, gateway, runtime and trainer of a run, from the typed config.
+
+`Harness` builds each part from `HarnessConfig` unless it is given one: a `sampler` (with the
+`tokenizer` or `renderer` of its chat template; an external engine's, or `ScriptedSampler`), a
+`runtime` (`runtimes.fake.FakeRuntime` in tests), a `trainer`. Parts passed in stay their
+owner's: the harness never closes them. It starts lazily (the first case, fixture or trainer),
+owns the event loop thread everything async runs on, and closes once. Nothing else in the run
+core builds a part; the `build_*` functions below are each one part's recipe.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config import HarnessConfig
+from ..errors import ConfigError
+from ..runtimes.base import AgentRuntime
+from .backend import Backend
+from .cases import Case, Episode
+from .episodes import CaseRunner, CaseSettings
+from .loop import LoopThread
+from .training import TrainPlan
+
+if TYPE_CHECKING:
+    from ..gateway.rendering import Renderer
+    from ..gateway.sampling import SamplingBackend
+    from ..gateway.server import GatewayConfig, GatewayServer
+    from ..trainers.base import Trainer
+    from ..trainers.registry import TrainerSpec
+
+
+def check_public_gateway_url(url: str, *, serves_plain_http: bool = False, bound_to: str = "127.0.0.1",
+                             tls_terminated_upstream: bool = False) -> str:
+    """ACR sessions run in AWS: a loopback gateway URL can never be reached from there, and their
+    session keys are bearer credentials that must not cross a network in clear text: a plain
+    HTTP URL, or a gateway serving plain HTTP on a non-loopback address, is refused unless the
+    user states that TLS is terminated in front of it (`gateway.tls_terminated_upstream`)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    from ..gateway.server import is_loopback
+
+    host = urlsplit(url).hostname or ""
+    try:
+        address = ipaddress.ip_address(host)
+        loopback = address.is_loopback or address.is_unspecified
+    except ValueError:
+        loopback = host in ("localhost", "localhost.localdomain") or host.endswith(".localhost")
+    if loopback:
+        raise ConfigError(
+            f"runtime=agentcore: the gateway URL sessions would use is {url}, which AgentCore "
+            "cannot reach; set gateway.host=0.0.0.0 (or a private interface) and "
+            "gateway.public_url=https://<reachable host>/v1 (README: Reaching the gateway from "
+            "AgentCore)"
+        )
+    plain = urlsplit(url).scheme == "http" or (serves_plain_http and not is_loopback(bound_to))
+    if plain and not tls_terminated_upstream:
+        raise ConfigError(
+            f"runtime=agentcore: session keys would travel in clear text (advertised URL {url}, "
+            f"gateway serving plain HTTP on {bound_to}); serve TLS with gateway.tls.certfile and "
+            "gateway.tls.keyfile, or terminate TLS in front (load balancer, tunnel) and set "
+            "gateway.tls_terminated_upstream=true (README: Reaching the gateway from AgentCore)"
+        )
+    return url
+
+
+@dataclass
+class Policy:
+    """What serves the policy: the sampler the gateway uses and the tokenizer of its template."""
+
+    sampler: SamplingBackend
+    tokenizer: Any
+    where: str  # for the "model loaded" line
+    model: Any = None  # the in-process torch model (in-process trainers update it)
+    context_window: int | None = None  # from the model folder, when there is one
+    trainer: Trainer | None = None  # a service trainer: it owns the weights and the sampler
+
+
+def trainer_spec(config: HarnessConfig) -> TrainerSpec | None:
+    if config.trainer is None:
+        return None
+    from ..trainers.registry import spec_for
+
+    return spec_for(config.trainer.trainer.kind)
+
+
+def load_policy(config: HarnessConfig) -> Policy:
+    """A service trainer (Tinker, SageMaker) holds the weights elsewhere: only the tokenizer is
+    loaded and the trainer's sampler serves. Otherwise the in-process model and `HFLocalSampler`."""
+    from ..models import context_window, load_model, load_tokenizer, resolve_model
+
+    model_dir = resolve_model(config.model.name)
+    window = context_window(model_dir)
+    tokenizer = load_tokenizer(model_dir)
+    spec = trainer_spec(config)
+    if spec is not None and spec.kind == "service":
+        trainer = spec.load_factory()(section=config.trainer, model_dir=model_dir, tokenizer=tokenizer,
+                                      config=config)
+        return Policy(sampler=trainer.sampler, tokenizer=tokenizer, context_window=window, trainer=trainer,
+                      where=f"trainer={config.trainer.trainer.kind} service; tokenizer {model_dir}")
+    from ..samplers.hf_local import HFLocalSampler
+
+    model = load_model(model_dir, dtype=config.model.dtype)
+    sampler = HFLocalSampler(
+        model, max_batch_size=config.sampler.max_batch_size, batch_wait_s=config.sampler.batch_wait_s,
+        prefix_cache_tokens=config.sampler.prefix_cache_tokens,
+    )
+    window = getattr(getattr(model, "config", None), "max_position_embeddings", None) or window
+    return Policy(sampler=sampler, tokenizer=tokenizer, model=model, context_window=window,
+                  where=str(model_dir))
+
+
+def gateway_config(config: HarnessConfig, *, context_window: int | None) -> GatewayConfig:
+    from ..gateway.server import GatewayConfig
+
+    gateway = config.gateway
+    return GatewayConfig(
+        host=gateway.host, port=gateway.port, max_body_bytes=gateway.max_body_bytes,
+        sampling=config.sampling.to_params(), history=gateway.history, gc_freeze=gateway.gc_freeze,
+        lenient_history=gateway.lenient_history, tls_certfile=gateway.tls.certfile,
+        tls_keyfile=gateway.tls.keyfile, admin_port=gateway.admin_port,
+        failed_key_limit=gateway.failed_key_limit, keep_alive_s=gateway.keep_alive_s,
+        context_window_tokens=context_window, max_turns=gateway.max_turns,
+        idle_ttl_s=gateway.idle_ttl_s, max_lifetime_s=gateway.max_lifetime_s,
+        context_budget_tokens=gateway.context_budget_tokens,
+    )
+
+
+def advertised_url(config: HarnessConfig, gateway_url: str) -> str:
+    """The gateway URL agents are given: `gateway.public_url`, else the gateway's own; for
+    runtime=agentcore one AWS can reach, over TLS (`check_public_gateway_url`)."""
+    url = config.gateway.public_url or gateway_url
+    if config.runtime.kind != "agentcore":
+        return url
+    return check_public_gateway_url(
+        url, serves_plain_http=gateway_url.startswith("http:"), bound_to=config.gateway.host,
+        tls_terminated_upstream=config.gateway.tls_terminated_upstream,
+    )
+
+
+def build_runtime(config: HarnessConfig, *, private_dirs: tuple[Path, ...] = ()) -> AgentRuntime:
+    """`runtime=agentcore` (boto3) or `runtime=local` (isolated processes; `private_dirs`, the
+    run directory, are hidden from the sessions)."""
+    runtime = config.runtime
+    if runtime.kind == "agentcore":
+        from ..runtimes.agentcore import AgentCoreRuntime
+
+        return AgentCoreRuntime(
+            arns=dict(runtime.arns), region=runtime.region, qualifier=runtime.qualifier,
+            concurrency=runtime.concurrency, tps_per_arn=runtime.tps_per_arn,
+            result_mode=runtime.result_mode, s3_bucket=runtime.s3_bucket,
+            exp_id=runtime.exp_id, endpoint_url=runtime.endpoint_url,
+            s3_endpoint_url=runtime.s3_endpoint_url,
+            max_invoke_attempts=runtime.max_invoke_attempts,
+            read_timeout_s=max(runtime.read_timeout_s, config.eval.timeout_s + 60),
+            poll_initial_s=runtime.poll_initial_s, poll_max_s=runtime.poll_max_s,
+        )
+    from ..runtimes.isolation import IsolationChoice
+    from ..runtimes.local import LocalRuntime
+
+    isolation = IsolationChoice(
+        kind=runtime.isolation, limits=runtime.limits,
+        hidden=(*map(Path, runtime.hidden_paths), *private_dirs),
+        readable=tuple(map(Path, runtime.readable_paths)),
+    )
+    return LocalRuntime(
+        isolation=isolation, start_method=runtime.start_method, concurrency=runtime.concurrency,
+        startup_timeout_s=runtime.startup_timeout_s, env_passthrough=tuple(runtime.env_passthrough),
+        result_mode=runtime.result_mode, s3_bucket=runtime.s3_bucket, exp_id=runtime.exp_id,
+    )
+
+
+def build_trainer(config: HarnessConfig, *, model: Any, sampler: SamplingBackend) -> Trainer:
+    """An in-process trainer over the sampler's own model (service trainers come with the policy)."""
+    spec = trainer_spec(config)
+    if spec is None:
+        raise ConfigError("no trainer is configured (the `trainer` config group is missing)")
+    if spec.kind == "external":
+        raise ConfigError(spec.load_factory())
+    return spec.load_factory()(model, sampler=sampler, section=config.trainer)
+
+
+class Harness:
+    """Sampler + gateway + runtime (+ trainer) of one run. Start lazily, close once."""
+
+    def __init__(
+        self,
+        config: HarnessConfig,
+        *,
+        progress: Callable[[str], None] | None = None,
+        sampler: SamplingBackend | None = None,
+        tokenizer: Any = None,
+        renderer: Renderer | None = None,
+        model_id: str | None = None,
+        runtime: AgentRuntime | None = None,
+        trainer: Trainer | None = None,
+        private_dirs: tuple[Path, ...] = (),
+    ) -> None:
+        """`sampler` plugs in an engine's `SamplingBackend` (verl, slime, a test's scripted one)
+        with the `tokenizer` (or `renderer`) of its chat template: no weights are loaded here.
+        `private_dirs` (the run directory) are hidden from isolated agent sessions."""
+        if sampler is not None and tokenizer is None and renderer is None:
+            raise ConfigError("an external sampler needs the tokenizer that renders its prompts")
+        self.config = config
+        self.private_dirs = tuple(Path(p).resolve() for p in private_dirs)
+        self.loop = LoopThread()
+        self._progress = progress or (lambda message: None)
+        self._given_sampler, self._given_runtime, self._given_trainer = sampler, runtime, trainer
+        self._tokenizer, self.renderer = tokenizer, renderer
+        self.model_id = model_id or config.model.name
+        self._sampler: SamplingBackend | None = sampler
+        self._model: Any = None
+        self._trainer: Trainer | None = trainer
+        self.gateway: GatewayServer | None = None
+        self.runtime: AgentRuntime | None = None
+        self.cases: CaseRunner | None = None
+        self.advertised_url = ""
+        self._start_lock = threading.Lock()
+
+    @property
+    def sampler(self) -> SamplingBackend | None:
+        return self._sampler
+
+    def start(self) -> None:
+        with self._start_lock:
+            if self.gateway is not None:
+                return
+            from ..gateway.rendering import ChatTemplateRenderer
+            from ..gateway.server import GatewayServer
+
+            started = time.monotonic()
+            context_window, where = None, "external sampler"
+            if self._sampler is None:
+                policy = load_policy(self.config)
+                self._sampler, self._tokenizer, self._model = policy.sampler, policy.tokenizer, policy.model
+                context_window, where = policy.context_window, policy.where
+                self._trainer = self._trainer or policy.trainer
+            if self.renderer is None:
+                self.renderer = ChatTemplateRenderer(self._tokenizer)
+            gateway = GatewayServer(sampler=self._sampler, renderer=self.renderer, model_id=self.model_id,
+                                    config=gateway_config(self.config, context_window=context_window))
+            gateway.start()
+            self.gateway = gateway
+            self.advertised_url = advertised_url(self.config, gateway.base_url)
+            self.runtime = self._given_runtime or build_runtime(self.config, private_dirs=self.private_dirs)
+            self.cases = CaseRunner(sessions=gateway.sessions, runtime=self.runtime, settings=CaseSettings(
+                model_id=self.model_id, base_url=self.advertised_url, sampling=self.config.sampling.to_params(),
+                seed=self.config.seed, agent=self.config.agent, timeout_s=self.config.eval.timeout_s,
+                concurrency=self.config.runtime.concurrency,
+            ))
+            self._progress(
+                f"agentcore-rl: model {self.config.model.name} ({where}) loaded, gateway at "
+                f"{gateway.base_url} in {time.monotonic() - started:.1f}s"
+            )
+
+    def trainer(self) -> Trainer:
+        """The configured trainer: in-process ones share the policy model with the sampler."""
+        self.start()
+        if self._trainer is None:
+            self._trainer = build_trainer(self.config, model=self._model, sampler=self._sampler)
+        return self._trainer
+
+    def backend(self) -> Backend:
+        """The run's sampling backend for task code: the gateway's sampler and renderer."""
+        self.start()
+        return Backend(sampler=self._sampler, renderer=self.renderer, loop=self.loop,
+                       model_name=self.model_id, sampling=self.config.sampling.to_params())
+
+    def offline_fixtures(self) -> dict[str, Any]:
+        """The fixtures a task body gets when the harness scores a rollout itself."""
+        self.start()
+        return {"agentcore_rl_config": self.config, "gateway": self.gateway, "backend": self.backend()}
+
+    def train_plan(self) -> TrainPlan:
+        return TrainPlan.from_config(self.config)
+
+    def submit(self, case: Case) -> concurrent.futures.Future[Episode]:
+        self.start()
+        return self.loop.submit(self.run_case(case))
+
+    async def run_case(self, case: Case) -> Episode:
+        """Run one case on the loop (at most `runtime.concurrency` at once)."""
+        assert self.cases is not None, "Harness.start() first"
+        return await self.cases.run(case)
+
+    def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run task code (sync or async) to completion; coroutines run on the harness's loop."""
+        return self.loop.call(function, *args, **kwargs)
+
+    def live_sessions(self) -> int:
+        return self.cases.live_sessions() if self.cases is not None else 0
+
+    def versions(self) -> dict[str, str]:
+        from .finish import versions
+
+        return versions()
+
+    def close(self) -> None:
+        try:
+            if self.cases is not None:
+                self.loop.run(self.cases.release_all(), timeout=60)
+            if self.runtime is not None and self._given_runtime is None:
+                self.loop.run(self.runtime.aclose(), timeout=60)
+        finally:
+            self.loop.close()
+            if self.gateway is not None:
+                self.gateway.stop()
+            if self._sampler is not None and self._given_sampler is None:
+                self._sampler.close()
+            # Service trainers hold billed remote sessions: release them on every exit path.
+            close_trainer = getattr(self._trainer, "close", None)
+            if close_trainer is not None and self._given_trainer is None:
+                close_trainer()

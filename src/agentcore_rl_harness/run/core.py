@@ -1,0 +1,367 @@
+"""One run under `--agentcore-rl`, free of pytest: plan, roll out, score, train, finish.
+
+`Run` ties the run core's jobs together and knows items only by id (pytest's node id):
+`rundir` (config, directory, resume), `plan` (which cases), `schedule` (rollouts in flight),
+`scoring` (one scorer for items, pre-eval and training), `training` (the loop), `finish`
+(reports, gates, baseline, whether the run failed). Its parts come from `compose.Harness`,
+built from the config unless `harness=` is given (a test passes one over the shipped fakes).
+`pytest_outcomes` maps pytest's outcomes to it and its results back to pytest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..config import ComposedConfig, ReportConfig, dropped_keys_message
+from ..errors import HarnessError
+from ..progress import Progress, Terminal, choose_style
+from ..records import Rollout, Status
+from ..reports.build import build_report
+from ..reports.load import read_discarded
+from ..reports.model import ITEM_PHASE, Report
+from ..tasks import TaskSpec
+from . import finish
+from .cases import Case, Episode
+from .compose import Harness
+from .plan import PlannedItem, TrainItem, case_key, plan_cases
+from .rundir import RunDir
+from .schedule import Scheduler, episode_or_failure
+from .scoring import RolloutHandle, Scorer, item_verdict
+from .training import TrainingLoop
+
+
+@dataclass
+class Run:
+    mode: str
+    rundir: RunDir
+    rootdir: Path
+    progress: Progress
+    harness: Harness | None = None  # built on first use, unless given
+    started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    started_monotonic: float = field(default_factory=time.monotonic)
+    compare_path: Path | None = None  # --agentcore-rl-compare
+    save_baseline: str | None = None  # --agentcore-rl-save-baseline
+    specs: dict[str, TaskSpec] = field(default_factory=dict)
+    train_items: set[str] = field(default_factory=set)
+    rollouts: list[Rollout] = field(default_factory=list)
+    train_steps: list[dict[str, Any]] = field(default_factory=list)
+    train_steps_total: int | None = None
+    training_error: str | None = None
+    infra_errors: int = 0
+    other_failures: int = 0
+    gate_failures: list[str] = field(default_factory=list)
+    report: Report | None = None
+    _scheduler: Scheduler | None = None
+
+    @classmethod
+    def create(cls, *, mode: str, overrides: list[str], config_path: Path | None, out_dir: Path | None,
+               rootdir: Path, terminal: Terminal | None, harness: Harness | None = None) -> "Run":
+        rundir = RunDir.create(mode=mode, overrides=overrides, config_path=config_path, out_dir=out_dir,
+                               rootdir=rootdir)
+        return cls._made(rundir, rootdir, terminal, harness)
+
+    @classmethod
+    def resume(cls, *, mode: str, run_dir: Path, overrides: list[str], rootdir: Path,
+               terminal: Terminal | None, harness: Harness | None = None) -> "Run":
+        rundir = RunDir.resume(mode=mode, run_dir=run_dir, overrides=overrides)
+        return cls._made(rundir, rootdir, terminal, harness)
+
+    @classmethod
+    def _made(cls, rundir: RunDir, rootdir: Path, terminal: Terminal | None, harness: Harness | None) -> "Run":
+        run = cls(mode=rundir.mode, rundir=rundir, rootdir=rootdir, harness=harness,
+                  progress=make_progress(rundir.config.typed.report, terminal))
+        dropped = dropped_keys_message(rundir.config.typed.trainer)
+        if dropped:
+            run.write(f"agentcore-rl config: {dropped}")
+        return run
+
+    # -- what the run is -------------------------------------------------------------------
+
+    @property
+    def config(self) -> ComposedConfig:
+        return self.rundir.config
+
+    @property
+    def run_dir(self) -> Path:
+        return self.rundir.path
+
+    @property
+    def phase(self) -> str:
+        return ITEM_PHASE[self.mode]
+
+    @property
+    def write(self) -> Callable[[str], None]:
+        """Write one whole line (the progress status line is cleared first)."""
+        return self.progress.message
+
+    @property
+    def scheduler(self) -> Scheduler:
+        if self._scheduler is None:
+            self._scheduler = Scheduler(submit=self.parts().submit, progress=self.progress,
+                                        live_sessions=lambda: self.harness.live_sessions() if self.harness else 0)
+        return self._scheduler
+
+    def parts(self) -> Harness:
+        """The harness (sampler, gateway, runtime, trainer), built on first use; not started."""
+        if self.harness is None:
+            self.harness = Harness(self.config.typed, progress=self.write, private_dirs=(self.run_dir,))
+        return self.harness
+
+    def scorer(self) -> Scorer:
+        harness = self.parts()
+        return Scorer(run_id=self.run_dir.name, call=harness.call, fixtures=harness.offline_fixtures)
+
+    def plan(self, spec: TaskSpec) -> list[PlannedItem]:
+        """The items of one task in this run's mode."""
+        items = plan_cases(spec, mode=self.mode, config=self.config.typed)
+        self.specs[spec.name] = spec
+        return items
+
+    # -- running ---------------------------------------------------------------------------
+
+    def start(self, items: Sequence[tuple[str, PlannedItem]]) -> None:
+        """Start the harness, open the run directory, train first (run / train modes), then
+        submit every item's rollout at once."""
+        if not items:
+            return
+        harness = self.parts()
+        self.write(f"agentcore-rl {self.mode}: run directory {self.run_dir}")
+        harness.start()  # first: a missing dependency or model leaves no run directory behind
+        self.rundir.open()
+        start_step = self._reload() if self.rundir.resumed is not None else 0
+        cases = [(item_id, item) for item_id, item in items if isinstance(item, Case)]
+        if self.mode in ("run", "train"):
+            specs = list({id(item.spec): item.spec for _, item in items}.values())
+            self._train_first(specs, [case for _, case in cases], start_step)
+        self.train_items.update(item_id for item_id, item in items if isinstance(item, TrainItem))
+        scheduler = self.scheduler
+        scheduler.schedule(cases, done={case_key(r): r for r in self.rollouts if r.phase == self.phase})
+        if scheduler.replayed:
+            self.write(f"agentcore-rl resume: {len(scheduler.replayed)} finished rollouts kept")
+        if scheduler.pending:
+            self.write(f"agentcore-rl {self.phase}: {len(scheduler.pending)} rollouts")
+        scheduler.begin_items(self.phase)
+
+    def _reload(self) -> int:
+        """Keep finished rollouts of a resumed run; return the training step to continue from."""
+        reloaded = self.rundir.reload()
+        self.rollouts = list(reloaded.rollouts)
+        self.train_steps = list(reloaded.train_steps)
+        if reloaded.checkpoint is not None and self.mode in ("run", "train"):
+            self.parts().trainer().load_checkpoint(reloaded.checkpoint)
+        self.write(f"agentcore-rl resume: {len(reloaded.rollouts)} rollouts kept, training continues "
+                   f"at step {reloaded.start_step}")
+        return reloaded.start_step
+
+    def _train_first(self, specs: list[TaskSpec], cases: list[Case], start_step: int) -> None:
+        """`run`: the pre-eval, then training; `train`: training. A failure is the run's
+        (`training_error`, an infrastructure error), and its items report it."""
+        harness = self.parts()
+        try:
+            if self.mode == "run":
+                done = {case_key(r) for r in self.rollouts if r.phase == "pre"}
+                pre = [dataclasses.replace(case, phase="pre") for case in cases]
+                pre = [case for case in pre if case_key(case) not in done]
+                if pre:
+                    self.write(f"agentcore-rl pre-eval: {len(pre)} rollouts")
+                    self.offline_phase(pre)
+            plan = harness.train_plan()
+            self.train_steps_total = plan.steps
+            if start_step >= plan.steps:
+                return
+            trainer = harness.trainer()
+            loop = TrainingLoop(plan=plan, specs=specs, run_cases=self.run_batch, score=self.score_and_record,
+                                trainer=trainer, run_dir=self.run_dir, write=self.write, start_step=start_step)
+            self.train_steps += loop.run(lambda groups: harness.loop.run(trainer.step(groups=groups)))
+        except (HarnessError, ValueError, RuntimeError, OSError) as exc:
+            self.training_error = f"{type(exc).__name__}: {exc}"
+            self.infra_errors += 1
+            self.write(f"agentcore-rl: training failed: {self.training_error}")
+
+    def offline_phase(self, cases: list[Case]) -> list[Rollout]:
+        """Roll out and score a batch the harness scores itself (pre-eval)."""
+        episodes = self.run_batch(cases)
+        rollouts = [self.score_and_record(case, episode) for case, episode in zip(cases, episodes)]
+        self.scheduler.tick(force=True)  # the phase's line with its success rate
+        return rollouts
+
+    def run_batch(self, cases: list[Case]) -> list[Episode]:
+        return self.scheduler.run_batch(cases, steps=self.train_steps_total)
+
+    def score_and_record(self, case: Case, episode: Episode) -> Rollout:
+        try:
+            rollout = self.scorer().score(case, episode)
+        finally:
+            self._release(episode)
+        return self._record(rollout)
+
+    def _release(self, episode: Episode) -> None:
+        """Scored: what the episode held (its sandbox) can go."""
+        if episode.held:
+            self.parts().loop.run(episode.held.release())
+
+    def _record(self, rollout: Rollout) -> Rollout:
+        rollout = self.rundir.store.append(rollout)  # as written: an unstorable value fails the rollout
+        self.rollouts.append(rollout)
+        self.progress.rollout_scored(rollout.success)
+        return rollout
+
+    # -- items -----------------------------------------------------------------------------
+
+    def rollout_for(self, item_id: str) -> RolloutHandle:
+        """The item's rollout as its task sees it (waits for it)."""
+        return self.scheduler.handle(item_id)
+
+    def run_item(self, item_id: str, body: Callable[..., Any], arguments: dict[str, Any]) -> None:
+        """Score an item: a train item passes when training did; a replayed one keeps its
+        recorded verdict; else the agent's failure fails it, then rewards, then `body`.
+        Raises `scoring.ItemFailed` (the item fails) or `HarnessError` (the harness failed)."""
+        from .scoring import ItemFailed
+
+        if item_id in self.train_items:
+            if self.training_error:
+                raise HarnessError(f"training failed: {self.training_error}")
+            return
+        if self.training_error:
+            raise HarnessError(f"training failed, post-eval is meaningless: {self.training_error}")
+        replayed = self.scheduler.replayed.get(item_id)
+        if replayed is not None:  # finished before the resume: report its recorded verdict
+            if not replayed.success:
+                raise ItemFailed(f"{replayed.status.value} (recorded): {replayed.error}")
+            return
+        handle = self.rollout_for(item_id)
+        self.scorer().run_body(self.scheduler.pending[item_id].case, handle, body, arguments)
+
+    def record_item(self, item_id: str, *, passed: bool, error: str | None = None) -> None:
+        """Record an item's rollout with pytest's verdict (once; replayed and train items are
+        recorded already). A failed item that is not a task's fails the run."""
+        if item_id in self.train_items or item_id in self.scheduler.replayed:
+            return
+        pending = self.scheduler.pending.get(item_id)
+        if pending is None:
+            if not passed:
+                self.other_failures += 1
+            return
+        if pending.recorded:
+            return
+        pending.recorded = True
+        scorer = self.scorer()
+        episode, failure = episode_or_failure(pending.future)
+        if episode is None:
+            self.infra_errors += 1
+            pending.rollout = self._record(scorer.infra_rollout(pending.case, failure))
+            return
+        handle = pending.handle or RolloutHandle(episode)
+        verdict = item_verdict(handle, passed=passed, error=error)
+        if verdict.status is Status.INFRA_ERROR or self.training_error:
+            self.infra_errors += 1
+        try:
+            pending.rollout = self._record(scorer.rollout(pending.case, episode, handle, verdict))
+        finally:
+            self._release(episode)
+
+    def recorded(self, item_id: str) -> Rollout | None:
+        """The rollout recorded for an item so far (one kept from a resume included)."""
+        scheduler = self.scheduler
+        if item_id in scheduler.replayed:
+            return scheduler.replayed[item_id]
+        pending = scheduler.pending.get(item_id)
+        return pending.rollout if pending is not None else None
+
+    def item_finished(self) -> None:
+        """After an item's result was written: a progress line if one is due."""
+        if self._scheduler is not None and self._scheduler.pending:
+            self._scheduler.tick()
+
+    def items_finished(self) -> None:
+        """After the test loop: the items' final line, with success."""
+        if self._scheduler is not None and (self._scheduler.pending or self._scheduler.replayed):
+            self._scheduler.tick(force=True)
+
+    # -- fixture backing -------------------------------------------------------------------
+
+    def started_harness(self) -> Harness:
+        harness = self.parts()
+        harness.start()
+        return harness
+
+    def extra_sessions(self, case: Case) -> "ExtraSessions":
+        return ExtraSessions(self.started_harness(), case)
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def finish(self, *, write_reports: bool = True) -> bool:
+        """Stop what runs, write the reports, judge the gates; True if the run failed."""
+        self.progress.clear()
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+        try:
+            if self.harness is not None:
+                self.harness.close()
+        finally:
+            write_errors = self.rundir.close()
+        if write_errors:
+            self.infra_errors += len(write_errors)
+            self.write(f"agentcore-rl: {len(write_errors)} rollout(s) could not be "
+                       f"written to {self.run_dir}: {write_errors[0]}")
+        if write_reports:
+            self._report()
+        return finish.run_failed(infra_errors=self.infra_errors, other_failures=self.other_failures,
+                                 gate_failures=self.gate_failures)
+
+    def _report(self) -> None:
+        self.report = build_report(
+            run_id=self.run_dir.name, mode=self.mode, config=self.config.resolved,
+            overrides=self.config.overrides, versions=finish.versions() if self.harness else {},
+            git_sha=finish.git_sha(self.rootdir), started_at=self.started_at.isoformat(),
+            wall_time_s=round(time.monotonic() - self.started_monotonic, 3), rollouts=self.rollouts,
+            item_phase=self.phase, train_steps=self.train_steps,
+            tags={name: list(spec.tags) for name, spec in self.specs.items()},
+            discarded=read_discarded(self.run_dir),
+        )
+        self.gate_failures = finish.judge_gates(self.report, self.config.typed.gates, self.compare_path)
+        if self.rundir.opened:  # no rollout ran: the gates are judged, nothing is written
+            finish.write_report_files(self.run_dir, self.report, self.rollouts, self.config.typed.report)
+        if self.save_baseline:
+            path = finish.write_baseline(self.rootdir, self.save_baseline, self.report)
+            self.write(f"agentcore-rl: saved baseline {self.save_baseline!r} to {path}")
+        if self.mode == "collect" and self.rollouts:
+            if not finish.save_dataset(self.run_dir, self.rollouts, self.write):
+                self.infra_errors += 1
+
+    def summary_lines(self) -> list[str]:
+        return finish.summary_lines(mode=self.mode, report=self.report,
+                                    run_dir=self.run_dir if self.rundir.opened else None,
+                                    infra_errors=self.infra_errors, gate_failures=self.gate_failures)
+
+
+def make_progress(settings: ReportConfig, terminal: Terminal | None) -> Progress:
+    isatty = bool(terminal is not None and terminal.isatty)
+    return Progress(
+        terminal,
+        style=choose_style(settings.progress, isatty=isatty, environ=os.environ),
+        every_pct=settings.progress_every_pct,
+        every_s=settings.progress_every_s,
+    )
+
+
+class ExtraSessions:
+    """Open extra agent sessions by hand from a task test (e.g. a second opinion)."""
+
+    def __init__(self, harness: Harness, case: Case) -> None:
+        self._harness = harness
+        self._case = case
+
+    def run(self, row: dict[str, Any] | None = None) -> RolloutHandle:
+        """Run the task's agent once more on `row` (default: this case's row)."""
+        case = self._case if row is None else dataclasses.replace(
+            self._case, row={"id": self._case.row_id, **row}
+        )
+        return RolloutHandle(self._harness.loop.run(self._harness.run_case(case)))

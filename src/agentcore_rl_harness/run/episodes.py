@@ -1,0 +1,167 @@
+"""One case -> one episode: a gateway session, one agent session on the runtime, its traces.
+
+`CaseRunner` takes its parts (a gateway, an `AgentRuntime`) as arguments, so it runs against the
+shipped fakes (`samplers.scripted`, `runtimes.fake`) as it does against a model and real agents.
+Sampled tokens are never lost: the gateway session is finished whatever the agent did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from ..errors import HarnessError, failure_text
+from ..records import SamplingParams, SessionOutcome, Status
+from ..runtimes.base import AgentRef, AgentRuntime
+from ..tasks import build_payload, rollout_block
+from .cases import Case, Episode, HeldResources, case_seed
+from .sanity import add_oracle_result, agent_for
+
+# Gateway refusals (4xx) that are the agent's doing: a failure after one stays the agent's.
+AGENT_SIDE_EVENTS = ("context_length_exceeded", "context_budget_exhausted")
+
+
+class GatewaySessions(Protocol):
+    """What a case needs of the gateway's session store (`gateway.sessions.SessionStore`)."""
+
+    def open(self, *, session_id: str, sampling: SamplingParams) -> Any: ...
+
+    def finish(self, session_id: str) -> Any: ...  # a FinishedSession
+
+
+def attribute_failure(outcome: SessionOutcome, metadata: dict[str, Any]) -> SessionOutcome:
+    """Whose fault a failed session is, from the gateway's session events.
+
+    An agent that failed (or timed out) after the gateway itself failed one of its requests
+    (5xx: a sampler or gateway error, counted as `gateway_errors`) did not get a fair chance:
+    that is an infrastructure error. A failure after a refusal the agent caused (a prompt over
+    the model's context, a 4xx) stays the agent's, even if 5xx errors happened too.
+    """
+    if outcome.status not in (Status.AGENT_ERROR, Status.TIMEOUT):
+        return outcome
+    gateway_errors = int(metadata.get("gateway_errors", 0) or 0)
+    agent_side = {name: int(metadata.get(name, 0) or 0) for name in AGENT_SIDE_EVENTS}
+    agent_side = {name: count for name, count in agent_side.items() if count}
+    if agent_side:
+        said = ", ".join(f"{name} x{count}" for name, count in agent_side.items())
+        return SessionOutcome(
+            status=outcome.status, result=outcome.result,
+            error=f"{outcome.error} (the gateway refused this session's requests: {said})",
+            elapsed_s=outcome.elapsed_s,
+        )
+    if gateway_errors:
+        return SessionOutcome(
+            status=Status.INFRA_ERROR,
+            result=outcome.result,
+            error=f"the gateway failed {gateway_errors} request(s) of this session "
+            f"(sampler or gateway error; see the log); the agent then reported: {outcome.error}",
+            elapsed_s=outcome.elapsed_s,
+        )
+    return outcome
+
+
+def new_session_id() -> str:
+    """An unguessable session key, 44 chars (ACR wants 33-256)."""
+    return "arl-" + secrets.token_hex(20)
+
+
+@dataclass(frozen=True)
+class CaseSettings:
+    """What a case's session is run with (from `sampling`, `seed`, `agent`, `eval`, `runtime`)."""
+
+    model_id: str
+    base_url: str  # the gateway URL agents are given (gateway.public_url, else its own)
+    sampling: SamplingParams
+    seed: int = 0
+    agent: str = "task"
+    timeout_s: float = 300.0
+    concurrency: int = 8
+
+
+class CaseRunner:
+    """Runs cases on `runtime`, sampling through `sessions`; at most `concurrency` at once."""
+
+    def __init__(self, *, sessions: GatewaySessions, runtime: AgentRuntime, settings: CaseSettings) -> None:
+        self.sessions = sessions
+        self.runtime = runtime
+        self.settings = settings
+        self._slots: asyncio.Semaphore | None = None  # made on the loop that runs the cases
+        self._held: list[HeldResources] = []
+
+    async def run(self, case: Case) -> Episode:
+        """Run one case when a session slot is free (bounds live gateway + agent sessions)."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.settings.concurrency)
+        async with self._slots:
+            episode = await self._run(case)
+        if episode.held:  # the runtime kept something past the session (its sandbox)
+            self._held = [held for held in self._held if not held.released]
+            self._held.append(episode.held)
+        return episode
+
+    async def _run(self, case: Case) -> Episode:
+        settings = self.settings
+        session_id = new_session_id()
+        seeded = replace(settings.sampling, seed=case_seed(settings.seed, case))
+        self.sessions.open(session_id=session_id, sampling=seeded)
+        rollout_info = rollout_block(
+            base_url=settings.base_url, model_id=settings.model_id, session_id=session_id,
+            sampling=settings.sampling,
+        )
+        # Resources kept past the agent's answer (the session's sandbox, for the task to inspect)
+        # are held here and released once the rollout is scored.
+        held = HeldResources()
+        started = time.monotonic()
+        try:
+            outcome = await self._invoke(case, session_id, rollout_info, started)
+        finally:
+            finished = self.sessions.finish(session_id)
+        return Episode(
+            case=case,
+            session_id=session_id,
+            outcome=attribute_failure(outcome, finished.metadata),
+            traces=tuple(finished.traces),
+            turns=finished.turns,
+            usage=finished.usage,
+            session_metadata=dict(finished.metadata),
+            held=held,
+        )
+
+    async def _invoke(
+        self, case: Case, session_id: str, rollout_info: dict[str, Any], started: float
+    ) -> SessionOutcome:
+        """Build the payload (task code: its errors fail the task) and run the agent session."""
+        try:
+            payload = build_payload(case.spec, case.row, rollout_info)
+            add_oracle_result(case.spec, case.row, payload, self.settings.agent)
+        except Exception as exc:  # the task's payload callable or its row: the task's fault
+            return SessionOutcome(
+                status=Status.TASK_FAILED, result=None,
+                error="building the invoke payload failed: " + failure_text(exc),
+                elapsed_s=time.monotonic() - started,
+            )
+        try:
+            return await self.runtime.run_session(
+                agent=AgentRef(task=case.spec.name, agent=agent_for(case.spec, self.settings.agent),
+                               input_id=case.row_id),
+                session_id=session_id,
+                payload=payload,
+                timeout_s=self.settings.timeout_s,
+            )
+        except HarnessError as exc:
+            return SessionOutcome(
+                status=Status.INFRA_ERROR, result=None, error=f"{type(exc).__name__}: {exc}",
+                elapsed_s=time.monotonic() - started,
+            )
+
+    def live_sessions(self) -> int:
+        return int(getattr(self.runtime, "live_sessions", 0) or 0)
+
+    async def release_all(self) -> None:
+        """Release what episodes still hold (the run ends before some were scored)."""
+        held, self._held = self._held, []
+        for resources in held:
+            await resources.release()

@@ -1,0 +1,64 @@
+"""The harness's event loop on a thread of its own: the one bridge between sync and async code.
+
+Everything async (gateway sessions, agent sessions, sampling, `async def` tasks and rewards) runs
+on one background loop; pytest's thread, and an external engine's, only submit work and wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An asyncio loop on a daemon thread; `submit` schedules a coroutine from any thread."""
+
+    def __init__(self, name: str = "agentcore-rl-loop") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return self.submit(coro).result(timeout)
+
+    def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a sync or async function to completion from a thread other than the loop's: a
+        coroutine it returns is awaited on this loop (task bodies and rewards may be async)."""
+        value = function(*args, **kwargs)
+        if inspect.isawaitable(value):
+
+            async def _await() -> Any:
+                return await value
+
+            return self.run(_await())
+        return value
+
+    def close(self) -> None:
+        if self.loop.is_closed():
+            return
+
+        async def _cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            self.run(_cancel_all(), timeout=30)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=10)
+            self.loop.close()
