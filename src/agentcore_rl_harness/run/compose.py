@@ -187,7 +187,7 @@ def build_trainer(config: HarnessConfig, *, model: Any, sampler: SamplingBackend
 
 
 class Harness:
-    """Sampler + gateway + runtime (+ trainer) of one run. Start lazily, close once."""
+    """Sampler + gateway + runtime (+ trainer) of one run. Start lazily, close once (again: no-op)."""
 
     def __init__(
         self,
@@ -302,6 +302,10 @@ class Harness:
         return versions()
 
     def close(self) -> None:
+        """Release held resources, the runtime, the loop, the gateway and what the harness built
+        (a second call does nothing)."""
+        if self.loop.loop.is_closed():
+            return
         try:
             if self.cases is not None:
                 self.loop.run(self.cases.release_all(), timeout=60)
