@@ -8,16 +8,28 @@
   status + `x-amzn-ErrorType`). Invocations are forwarded to the agent over HTTP, like ACR does
   to its container; an agent's HTTP error comes back as ACR's `RuntimeClientError` (424).
   Faults are scripted per call. StopRuntimeSession cancels the session's in-flight invocation.
+  InvokeAgentRuntimeCommand runs the command with `/bin/sh -c` in a per-session directory (its
+  HOME, TMPDIR and cwd, as the session's microVM would have) and streams the output back as a
+  binary AWS event stream (`encode_event`), with the body's timeout enforced.
 - `moto_s3()`: moto's ThreadedMotoServer, a real S3 endpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
+import binascii
+import codecs
 import contextlib
 import importlib.util
 import itertools
+import json
+import os
+import shutil
+import signal
 import socket
+import struct
+import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -29,7 +41,7 @@ import httpx
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
@@ -105,8 +117,13 @@ class DataPlaneStub:
     stops: list[dict[str, Any]] = field(default_factory=list)
     invoke_faults: list[Fault] = field(default_factory=list)
     stop_faults: list[Fault] = field(default_factory=list)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    command_faults: list[Fault] = field(default_factory=list)
+    """`after_agent=True`: the fault comes as an exception event inside the stream."""
+    enforce_command_timeouts: bool = True
 
     def __post_init__(self) -> None:
+        self.session_dirs: dict[str, Path] = {}
         self._inflight: dict[str, asyncio.Task[httpx.Response]] = {}
         self.peak_inflight = 0
         self._client: httpx.AsyncClient | None = None
@@ -114,6 +131,7 @@ class DataPlaneStub:
             routes=[
                 Route("/runtimes/{arn:path}/invocations", self._invoke, methods=["POST"]),
                 Route("/runtimes/{arn:path}/stopruntimesession", self._stop, methods=["POST"]),
+                Route("/runtimes/{arn:path}/commands", self._command, methods=["POST"]),
             ]
         )
 
@@ -193,6 +211,144 @@ class DataPlaneStub:
         return JSONResponse(
             {}, headers={SESSION_HEADER: session_id, "x-amzn-RequestId": str(uuid.uuid4())}
         )
+
+
+    async def _command(self, request: Request) -> Response:
+        arn = request.path_params["arn"]
+        session_id = request.headers.get(SESSION_HEADER, "")
+        body = json.loads(await request.body())
+        self.commands.append(
+            {
+                "arn": arn,
+                "session_id": session_id,
+                "qualifier": request.query_params.get("qualifier"),
+                "command": body["command"],
+                "timeout": body.get("timeout"),
+            }
+        )
+        fault = self.command_faults.pop(0) if self.command_faults else None
+        if fault is not None and not fault.after_agent:
+            return _error(fault)
+        if arn not in self.agents:
+            return _error(Fault(404, "ResourceNotFoundException", f"no runtime {arn}"))
+        if session_id in self.stopped_sessions:
+            return _error(Fault(404, "ResourceNotFoundException", f"session {session_id} ended"))
+        if len(body["command"]) > 65536:
+            return _error(Fault(400, "ValidationException", "command is over 65536 characters"))
+        if session_id not in self.session_dirs:
+            self.session_dirs[session_id] = Path(tempfile.mkdtemp(prefix="acr-session-"))
+        return StreamingResponse(
+            self._command_events(
+                body["command"], self.session_dirs[session_id], body.get("timeout") or 300, fault
+            ),
+            media_type="application/vnd.amazon.eventstream",
+            headers={SESSION_HEADER: session_id, "x-amzn-RequestId": str(uuid.uuid4())},
+        )
+
+    async def _command_events(
+        self, command: str, home: Path, timeout_s: int, fault: Fault | None
+    ) -> Any:
+        yield encode_event({"contentStart": {}})
+        if fault is not None:
+            yield encode_exception(fault.code, fault.message)
+            return
+        # subprocess.Popen, not the loop's spawn: uvloop leaves the stub's own descriptors open
+        # in children, so a detached background command would hold this stream open.
+        process = subprocess.Popen(
+            ["/bin/sh", "-c", command], cwd=home, start_new_session=True, close_fds=True,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+                 "TMPDIR": str(home), "LANG": "C.UTF-8"},
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+
+        def pump(stream: Any, name: str, ended: asyncio.Future[None]) -> None:
+            decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            while chunk := stream.read1(65536):
+                loop.call_soon_threadsafe(queue.put_nowait, (name, decoder.decode(chunk)))
+            if tail := decoder.decode(b"", final=True):
+                loop.call_soon_threadsafe(queue.put_nowait, (name, tail))
+            loop.call_soon_threadsafe(ended.set_result, None)
+
+        ends = []
+        for stream, name in ((process.stdout, "stdout"), (process.stderr, "stderr")):
+            ends.append(loop.create_future())
+            threading.Thread(target=pump, args=(stream, name, ends[-1]), daemon=True).start()
+        pumps = asyncio.gather(*ends)
+        deadline = loop.time() + timeout_s if self.enforce_command_timeouts else None
+        timed_out = False
+        try:
+            while not (pumps.done() and queue.empty()):
+                getter = asyncio.ensure_future(queue.get())
+                remaining = None if deadline is None else max(0.0, deadline - loop.time())
+                done, _ = await asyncio.wait(
+                    {getter, pumps}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+                if getter in done:
+                    name, text = getter.result()
+                    if text:
+                        yield encode_event({"contentDelta": {name: text}})
+                else:
+                    getter.cancel()
+                if not done:
+                    timed_out, deadline = True, None
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
+            code = await asyncio.to_thread(process.wait)
+            yield encode_event(
+                {
+                    "contentStop": {
+                        "exitCode": -1 if timed_out else (code if code >= 0 else 128 - code),
+                        "status": "TIMED_OUT" if timed_out else "COMPLETED",
+                    }
+                }
+            )
+        finally:
+            if process.poll() is None:  # the client went away mid-stream
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=5)
+
+    def close(self) -> None:
+        """Remove every session's directory (the microVMs are gone)."""
+        for home in self.session_dirs.values():
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def _event_header(name: str, value: str) -> bytes:
+    name_bytes, value_bytes = name.encode(), value.encode()
+    return (
+        struct.pack(">B", len(name_bytes)) + name_bytes
+        + struct.pack(">BH", 7, len(value_bytes)) + value_bytes  # type 7: string
+    )
+
+
+def _event_message(headers: dict[str, str], payload: bytes) -> bytes:
+    """One message of the AWS event stream encoding (what botocore.eventstream decodes)."""
+    header_bytes = b"".join(_event_header(name, value) for name, value in headers.items())
+    total = 12 + len(header_bytes) + len(payload) + 4
+    prelude = struct.pack(">II", total, len(header_bytes))
+    prelude += struct.pack(">I", binascii.crc32(prelude))
+    message = prelude + header_bytes + payload
+    return message + struct.pack(">I", binascii.crc32(message))
+
+
+def encode_event(chunk: dict[str, Any]) -> bytes:
+    """A `chunk` event of InvokeAgentRuntimeCommand's stream (a ResponseChunk as JSON)."""
+    return _event_message(
+        {":event-type": "chunk", ":message-type": "event", ":content-type": "application/json"},
+        json.dumps(chunk).encode(),
+    )
+
+
+def encode_exception(code: str, message: str) -> bytes:
+    """An exception event inside the stream; its type is the union member (`runtimeClientError`)."""
+    return _event_message(
+        {":exception-type": code[:1].lower() + code[1:], ":message-type": "exception",
+         ":content-type": "application/json"},
+        json.dumps({"message": message}).encode(),
+    )
 
 
 def _error(fault: Fault) -> Response:
@@ -282,6 +438,7 @@ def serve_data_plane(agents: dict[str, str]) -> Iterator[DataPlaneStub]:
         yield plane
     finally:
         server.stop()
+        plane.close()
 
 
 def agent_ref(name: str) -> Any:

@@ -7,6 +7,8 @@ agentcore-rl-toolkit contract, see `_s3_results.py`), or (`start_get`) an addres
 invocation the agent started in the background, read with `get` invokes on the same session
 until it ends (agentcore-rl-toolkit's `AgentCoreRuntimeApp`, see `_invocations.py`) - then
 StopRuntimeSession, on every exit path: success, failure, timeout, cancellation and `aclose()`.
+`sandbox(session_id)` runs commands and moves files in a session through
+InvokeAgentRuntimeCommand (`_acr_commands.py`); its background commands are killed before the stop.
 The S3 triple (`exp_id`, `input_id`, `s3_bucket`) is sent only in the `s3` mode.
 
 InvokeAgentRuntime is not idempotent: boto3's default retries ran one agent handler three times
@@ -31,14 +33,17 @@ import secrets
 import time
 import uuid
 from collections import Counter
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import ConfigError, MissingDependencyError, RuntimeStartError
+from ..errors import ConfigError, MissingDependencyError, RuntimeStartError, SandboxError
 from ..records import SessionOutcome, Status
 from . import _invocations as invocations
 from ._rate import TokenBucket
 from ._retry import Backoff, GaveUp, retry_call
 from .base import AgentRef
+
+if TYPE_CHECKING:
+    from ._acr_commands import AcrSessionSandbox
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +163,8 @@ class AgentCoreRuntime:
             max_workers=concurrency * 2 + 4, thread_name_prefix="arl-agentcore"
         )
         self._live: dict[str, tuple[str, str]] = {}  # session id -> (arn, region)
+        self._sandboxes: dict[str, AcrSessionSandbox] = {}
+        self._sandbox_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._stopping: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -209,11 +216,47 @@ class AgentCoreRuntime:
             self._spawn_stop(session_id)
         if self._stopping:
             await asyncio.gather(*list(self._stopping), return_exceptions=True)
+        for sandbox in list(self._sandboxes.values()):
+            await sandbox.aclose()
+        self._sandboxes.clear()
         self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._sandbox_executor is not None:
+            self._sandbox_executor.shutdown(wait=False, cancel_futures=True)
 
     @property
     def live_sessions(self) -> int:
         return len(self._live)
+
+    def sandbox(self, session_id: str, *, task: str | None = None) -> AcrSessionSandbox:
+        """Shell and files in session `session_id` while it is live (SandboxError otherwise).
+
+        `task` addresses a session this runtime is not running (its ARN from `runtime.arns`).
+        """
+        if self._closed:
+            raise SandboxError("AgentCoreRuntime is closed; its sessions' sandboxes are gone")
+        if session_id in self._sandboxes:
+            return self._sandboxes[session_id]
+        if session_id in self._live:
+            arn, region = self._live[session_id]
+        elif task is not None:
+            arn, region = self._target(task)
+        else:
+            raise SandboxError(
+                f"no live AgentCore session {session_id!r}: a sandbox exists only while its "
+                "session runs (or pass task= to address a session by its task's runtime ARN)"
+            )
+        from ._acr_commands import AcrSessionSandbox
+
+        if self._sandbox_executor is None:  # long commands must not starve invokes and stops
+            self._sandbox_executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.concurrency * 2 + 4, thread_name_prefix="arl-agentcore-sandbox"
+            )
+        sandbox = AcrSessionSandbox(
+            self._clients[region], arn, session_id, qualifier=self.qualifier,
+            backoff=self.backoff, executor=self._sandbox_executor,
+        )
+        self._sandboxes[session_id] = sandbox
+        return sandbox
 
     # -- one session ------------------------------------------------------------------------------
 
@@ -320,6 +363,12 @@ class AgentCoreRuntime:
         return task
 
     async def _stop(self, session_id: str, arn: str, region: str) -> None:
+        sandbox = self._sandboxes.pop(session_id, None)
+        if sandbox is not None:
+            try:
+                await sandbox.aclose()
+            except Exception as exc:
+                logger.warning("session %s: background commands not killed: %s", session_id, exc)
         client_token = str(uuid.uuid4())
 
         async def attempt() -> None:
