@@ -2,6 +2,11 @@
 
 `compose_config` composes the packaged defaults (plus a project's `configs/`) with Hydra and
 turns the result into frozen dataclasses; every other module receives its own typed node.
+
+Long because it is the one module that reads Hydra's DictConfig (Hydra at the edge only): the
+typed nodes of the harness-wide groups, the composition with its error hints, the builder that
+checks every key and type, and the sweep job's reading all sit at that one edge. Nodes of one
+implementation live beside it (`trainers/*`, `runtimes/isolation.SandboxLimits`).
 """
 
 from __future__ import annotations

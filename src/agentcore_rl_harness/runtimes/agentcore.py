@@ -20,6 +20,12 @@ runtime ARN paces invokes and stops together (ACR's default quota is 25 TPS per 
 semaphore caps live sessions. The session timeout counts from the moment the session gets a
 live-session slot (submission), so cold start is included. boto3 is synchronous: every call
 runs in the runtime's own thread pool, sized so long inline invokes cannot starve stops and polls.
+
+Long because one ACR session's life (invoke, its result in one of three modes, resends, the stop
+on every exit path, its command sandbox) shares the runtime's clients, per-ARN token buckets,
+slot semaphore and thread pool. The parts that do not need that state are modules of their own:
+`_invocations.py` and `_s3_results.py` (result modes), `_retry.py` (the resend policy), `_rate.py`
+(pacing), `_acr_calls.py` and `_acr_commands.py` (the boto3 calls, commands).
 """
 
 from __future__ import annotations

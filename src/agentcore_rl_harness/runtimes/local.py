@@ -24,6 +24,12 @@ last event as the result, the other events are dropped; a final streamed error e
 agent_error. The session timeout counts from the moment the session gets a concurrency slot
 and covers process start, readiness and the invocation; time spent waiting for a slot does not
 count (and is not in `elapsed_s`).
+
+Long because one session's life (a slot, its directory, its isolation, process start by spawn or
+fork, readiness, the invoke, its result, the kill and cleanup on every exit path, the live
+sandbox, the kept final state) is one state machine over the runtime's registry of live
+sessions. What does not need that registry is separate: `isolation.py`, `sandbox.py`,
+`_zygote*.py`, `_agent_server.py`, `_results.py`, `_final_state.py`.
 """
 
 from __future__ import annotations

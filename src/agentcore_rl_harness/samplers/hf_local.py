@@ -26,6 +26,11 @@ it: `publish_weights` and `set_policy_version` clear the cache, and so does any 
 parameters that torch's version counters see (an optimizer step), checked at every admission.
 KV bytes per cached token = layers x 2 x kv_heads x head_dim x dtype bytes; SmolLM2-135M in fp32:
 30 x 2 x 3 x 64 x 4 = 46,080 (45 KiB), so the default 32,768 tokens hold up to ~1.4 GiB.
+
+Long because the worker thread's running batch is one piece of state: admission, prefill, the KV
+merge, the decode step, delivery and the prefix cache's bookkeeping all change the same rows, on
+the one thread that owns the model. What does not need that state is separate: KV row surgery in
+`_kv.py`, the cache in `_prefix_cache.py`, token drawing and tempered logprobs in `decoding.py`.
 """
 
 from __future__ import annotations

@@ -9,6 +9,12 @@ version. The runner steps between collection phases, so no sampled row straddles
 
 torch and peft are imported when a trainer is built, not when this module is imported, so the
 config class is cheap to import.
+
+Long because `LocalTrainer` is one object holding the model, the optimizer, the LoRA state and
+the sampler lock: the step (micro-batches, shared prefixes, the loss, clipping, publishing
+weights), the reference-policy switch and checkpoint save / load all change that state. The pure
+parts already live elsewhere: losses and advantages in `grpo.py`, prefix sharing in `_prefix.py`,
+checkpoint files in `checkpoint.py`.
 """
 
 from __future__ import annotations

@@ -19,6 +19,12 @@ SIGTERM (a chained handler stops it, then the previous handler runs: the plugin'
 KeyboardInterrupt, the default one kills the process), and an `atexit` hook as a last resort.
 The SDK's own garbage-collection stop stays armed behind all of these. Only SIGKILL / os._exit
 leave it running (until the service's inactivity timeout).
+
+Long because `SageMakerTrainer` is one object's state: the live session, its stop-exactly-once
+guarantee across every exit path (close, a failed step, the chained SIGTERM handler, atexit) and
+the step pipeline all share the one `TrainingClient` and its stop flag; split, that state would be
+spread across modules. Batch building, datums, checkpoints and sampler ratios already live in
+`grpo.py`, `datum.py`, `checkpoint.py` and `ratios.py`.
 """
 
 from __future__ import annotations
