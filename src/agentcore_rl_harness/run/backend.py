@@ -29,7 +29,7 @@ Prompt = Sequence[Mapping[str, Any]] | Sequence[int]
 
 
 class EventLoopThread(Protocol):
-    """The harness's loop thread (`runner.LoopThread`): where sampling runs."""
+    """The harness's loop thread (`run.loop.LoopThread`): where sampling runs."""
 
     loop: asyncio.AbstractEventLoop
 
