@@ -256,3 +256,19 @@ async def test_a_timed_out_session_leaves_no_process_behind():
             runtime.sandbox("t" * 40)
     finally:
         await runtime.aclose()
+
+
+def test_a_hidden_dir_inside_a_rebound_one_stays_hidden(tmp_path):
+    """A project checked out under /tmp is bound back (its code is readable) but its run
+    directory, inside it, must stay hidden."""
+    project = tmp_path / "project"
+    (project / "outputs" / "run").mkdir(parents=True)
+    (project / "outputs" / "run" / "rollouts.jsonl").write_text("other sessions' results\n")
+    (project / "agent.py").write_text("print('code')\n")
+    workdir = tmp_path / "session"
+    workdir.mkdir()
+    isolation = build_isolation(IsolationChoice(kind="bwrap", hidden=(project / "outputs" / "run",),
+                                                readable=(project,)))
+    probe = _run_as_session(isolation, workdir, f"cat {project}/agent.py; "
+                            f"cat {project}/outputs/run/rollouts.jsonl || echo HIDDEN")
+    assert probe.stdout.splitlines() == ["print('code')", "HIDDEN"], probe.stdout + probe.stderr

@@ -182,8 +182,12 @@ class Bubblewrap(Isolation):
         ]
         for path in _hidden_roots(self.hidden, workdir):
             command += ["--tmpfs", str(path)]
-        for path in _rebinds(self.hidden, workdir, [*self.readable, *readable]):
+        rebound = _rebinds(self.hidden, workdir, [*self.readable, *readable])
+        for path in rebound:
             command += ["--ro-bind", str(path), str(path)]
+        for path in sorted(set(self.hidden), key=lambda p: len(p.parts)):  # e.g. a run dir in a repo
+            if path.is_dir() and any(path != bound and path.is_relative_to(bound) for bound in rebound):
+                command += ["--tmpfs", str(path)]
         for path in self.writable:
             command += ["--bind", str(path), str(path)]
         command += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
