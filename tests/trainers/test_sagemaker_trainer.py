@@ -450,7 +450,7 @@ def test_a_harness_process_stops_its_session_on_signals_and_exit(fake, tmp_path,
         assert len(fake.ops("CreateTrainingSession")) == 1 and not fake.ops("StopTrainingSession")
         if signal_number is not None:
             process.send_signal(signal_number)
-        out, err = process.communicate("exit\n", timeout=60)
+        out, err = process.communicate("exit\n", timeout=180)  # bounds a hang (a loaded 2-core box took 60 s+)
     finally:
         if process.poll() is None:
             process.kill()
