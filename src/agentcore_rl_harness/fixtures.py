@@ -14,9 +14,11 @@ from .pytest_outcomes import run_of
 from .run.backend import Backend
 from .run.core import ExtraSessions, Run
 from .run.plan import MODES, TrainItem
+from .run.sandbox import Sandbox
 from .run.scoring import RolloutHandle
 
-__all__ = ["_arl_case", "agentcore_rl_config", "agentcore_session", "backend", "gateway", "rollout", "row"]
+__all__ = ["_arl_case", "agentcore_rl_config", "agentcore_session", "backend", "gateway", "rollout", "row",
+           "sandbox"]
 
 
 @pytest.fixture
@@ -61,6 +63,19 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     """The run's sampling backend: `.model_name`, `.policy_version`, `.sample(prompt)`,
     `.score(prompt, completion)` (await `.asample` / `.ascore` in `async def` code)."""
     return _require(request).started_harness().backend()  # starts model, sampler, gateway
+
+
+@pytest.fixture
+def sandbox(request: pytest.FixtureRequest, rollout: RolloutHandle | None) -> Sandbox:
+    """The rollout's session after it ended: its final files, in a sandbox isolated like the
+    session (`sandbox.sync.exec([...])`, `.sync.get_file(path)`; await the same methods in
+    `async def` tests). Released once the rollout is scored."""
+    episode = getattr(rollout, "episode", None)
+    if rollout is None or episode is None or episode.sandbox is None:
+        pytest.fail(
+            "the sandbox fixture has no session here: it serves task tests of a live run "
+            "(a resumed run's finished rollouts keep no session)", pytrace=False)
+    return Sandbox(episode.sandbox, loop=_require(request).started_harness().loop)
 
 
 def _require(request: pytest.FixtureRequest) -> Run:

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from .errors import ConfigError, HarnessError, MissingDependencyError
-from .fixtures import _arl_case, agentcore_rl_config, agentcore_session, backend, gateway, rollout, row  # noqa: F401
+from .fixtures import (  # noqa: F401
+    _arl_case, agentcore_rl_config, agentcore_session, backend, gateway, rollout, row, sandbox,
+)
 from .progress import PytestTerminal
 from .pytest_outcomes import RUN_KEY, call_task, finish_session, record_report, rollout_properties  # noqa: F401
 from .pytest_outcomes import run_of as _run

@@ -62,6 +62,14 @@ class TaskSpec:
     fn: Callable[..., Any] = field(repr=False, compare=False)
     reward_from_agent: bool = False
     oracle: str | Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, compare=False)
+    sandbox: bool = False  # keep each session's final files for the `sandbox` fixture
+
+    @property
+    def needs_sandbox(self) -> bool:
+        """Asked for with `sandbox=True`, or by a test body that takes the `sandbox` fixture."""
+        import inspect
+
+        return self.sandbox or "sandbox" in inspect.signature(self.fn).parameters
 
     def agent_path(self) -> str | None:
         """The agent as the local runtime needs it: a file path made absolute, or `module:app`."""
@@ -84,6 +92,7 @@ def task(
     name: str | None = None,
     reward_from_agent: bool = False,
     oracle: str | Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    sandbox: bool = False,
 ):
     """Declare a task test: one case per dataset row x sample, `samples` cases form a group.
 
@@ -92,6 +101,8 @@ def task(
     `oracle`: the row's reference solution, as the result the oracle agent submits under
     `--agentcore-rl-set agent=oracle`: a row field name (`"answer"` gives the result
     `{"answer": row["answer"]}`) or a callable row -> result dict.
+    `sandbox=True`: keep each session's final files, opened again as the `sandbox` fixture (on
+    by itself when the test body takes `sandbox`).
     """
     if not isinstance(samples, int) or samples < 1:
         raise ValueError(f"@task(samples={samples!r}): samples must be an integer >= 1")
@@ -128,6 +139,7 @@ def task(
             fn=fn,
             reward_from_agent=bool(reward_from_agent),
             oracle=oracle,
+            sandbox=bool(sandbox),
         )
         setattr(fn, TASK_ATTR, spec)
         return fn

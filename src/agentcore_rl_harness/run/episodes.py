@@ -18,6 +18,7 @@ from ..records import SamplingParams, SessionOutcome, Status
 from ..runtimes.base import AgentRef, AgentRuntime
 from ..tasks import build_payload, rollout_block
 from .cases import Case, Episode, HeldResources, case_seed
+from .sandbox import FinalSandbox, keeps_final_state
 from .sanity import add_oracle_result, agent_for
 
 # Gateway refusals (4xx) that are the agent's doing: a failure after one stays the agent's.
@@ -119,7 +120,12 @@ class CaseRunner:
             outcome = await self._invoke(case, session_id, rollout_info, started)
         finally:
             finished = self.sessions.finish(session_id)
+        sandbox = None
+        if case.spec.needs_sandbox:
+            sandbox = FinalSandbox(self.runtime, outcome, session_id=session_id)
+            held.hold(sandbox.aclose)
         return Episode(
+            sandbox=sandbox,
             case=case,
             session_id=session_id,
             outcome=attribute_failure(outcome, finished.metadata),
@@ -143,6 +149,7 @@ class CaseRunner:
                 error="building the invoke payload failed: " + failure_text(exc),
                 elapsed_s=time.monotonic() - started,
             )
+        keep = {"keep_state": True} if case.spec.needs_sandbox and keeps_final_state(self.runtime) else {}
         try:
             return await self.runtime.run_session(
                 agent=AgentRef(task=case.spec.name, agent=agent_for(case.spec, self.settings.agent),
@@ -150,6 +157,7 @@ class CaseRunner:
                 session_id=session_id,
                 payload=payload,
                 timeout_s=self.settings.timeout_s,
+                **keep,
             )
         except HarnessError as exc:
             return SessionOutcome(

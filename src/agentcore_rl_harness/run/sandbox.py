@@ -10,15 +10,19 @@ is the same object for sync code, bridged through the harness's loop (or a priva
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from ..errors import SandboxError
+from ..records import SessionOutcome
 from ..runtimes.isolation import NoIsolation, SandboxLimits
 from ..runtimes.sandbox import ExecResult, SessionSandbox
 from .loop import LoopThread
 
-__all__ = ["ExecResult", "Sandbox", "SyncSandbox"]
+__all__ = ["ExecResult", "FinalSandbox", "Sandbox", "SyncSandbox", "keeps_final_state"]
 
 
 class SandboxBackend(Protocol):
@@ -33,6 +37,58 @@ class SandboxBackend(Protocol):
     async def put_file(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None: ...
 
     async def get_file(self, path: str, *, max_bytes: int = ...) -> bytes: ...
+
+
+def keeps_final_state(runtime: Any) -> bool:
+    """Whether `runtime.run_session` can return a session's final files (`keep_state=`)."""
+    run_session = getattr(runtime, "run_session", None)
+    return run_session is not None and "keep_state" in inspect.signature(run_session).parameters \
+        and hasattr(runtime, "restore")
+
+
+class FinalSandbox:
+    """A finished session's files, opened again (lazily, isolated like the session) for the task
+    to inspect; closed when its rollout is scored."""
+
+    def __init__(self, runtime: Any, outcome: SessionOutcome, *, session_id: str) -> None:
+        self.session_id = session_id
+        self._runtime = runtime
+        self._state = outcome.final_state
+        self._why_missing = outcome.final_state_error
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._live: Any = None
+        self._opening = asyncio.Lock()
+
+    async def _backend(self) -> Any:
+        async with self._opening:
+            if self._live is None:
+                if self._state is None:
+                    raise SandboxError(self._missing())
+                self._stack = contextlib.AsyncExitStack()
+                self._live = await self._stack.enter_async_context(
+                    self._runtime.restore(self._state, session_id=self.session_id))
+            return self._live
+
+    def _missing(self) -> str:
+        if not keeps_final_state(self._runtime):
+            return (f"session {self.session_id}: the {type(self._runtime).__name__} keeps no final "
+                    "files for the sandbox fixture yet; use runtime=local")
+        return (f"session {self.session_id} kept no final files: "
+                f"{self._why_missing or 'the session ended before it started'}")
+
+    async def exec(self, argv: Sequence[str], **kwargs: Any) -> Any:
+        return await (await self._backend()).exec(argv, **kwargs)
+
+    async def put_file(self, path: str, data: bytes | str, *, mode: int = 0o644) -> None:
+        await (await self._backend()).put_file(path, data, mode=mode)
+
+    async def get_file(self, path: str, **kwargs: Any) -> bytes:
+        return await (await self._backend()).get_file(path, **kwargs)
+
+    async def aclose(self) -> None:
+        if self._stack is not None:
+            stack, self._stack, self._live = self._stack, None, None
+            await stack.aclose()
 
 
 class Sandbox:
