@@ -173,6 +173,7 @@ def build_runtime(config: HarnessConfig, *, private_dirs: tuple[Path, ...] = ())
         isolation=isolation, start_method=runtime.start_method, concurrency=runtime.concurrency,
         startup_timeout_s=runtime.startup_timeout_s, env_passthrough=tuple(runtime.env_passthrough),
         result_mode=runtime.result_mode, s3_bucket=runtime.s3_bucket, exp_id=runtime.exp_id,
+        final_state_max_bytes=runtime.final_state_mb * 1024 * 1024,
     )
 
 
