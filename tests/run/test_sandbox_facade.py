@@ -9,6 +9,7 @@ import os
 import pytest
 
 import agentcore_rl_harness as arl
+from agentcore_rl_harness.errors import HarnessError
 from agentcore_rl_harness.runtimes.base import AgentRef
 from agentcore_rl_harness.runtimes.local import LocalRuntime
 
@@ -35,7 +36,7 @@ async def test_here_async_and_sync_refused_on_its_own_loop(tmp_path):
     result = await sandbox.exec(["pwd"])
     assert result.stdout.strip() == str(tmp_path)
     sync = sandbox.sync
-    with pytest.raises(RuntimeError, match="await the sandbox's async methods"):
+    with pytest.raises(HarnessError, match="await the sandbox's async methods"):
         sync._loop.run(_call_sync_from_loop(sync))
 
 

@@ -151,17 +151,9 @@ class Backend:
         return self._bridge("score", self.ascore(prompt, completion, temperature=temperature))
 
     def _bridge(self, name: str, coro: Coroutine[Any, Any, T]) -> T:
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self._loop.loop:
-            coro.close()
-            raise HarnessError(
-                f"backend.{name}() blocks, and was called on the harness's event loop (from an "
-                f"async def test or reward); there, use `await backend.a{name}(...)`"
-            )
-        return self._loop.run(coro)
+        return self._loop.block_on(coro, refusal=(
+            f"backend.{name}() blocks, and was called on the harness's event loop (from an "
+            f"async def test or reward); there, use `await backend.a{name}(...)`"))
 
 
 def _describe(value: Any) -> str:

@@ -34,6 +34,20 @@ class LoopThread:
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         return self.submit(coro).result(timeout)
 
+    def block_on(self, coro: Coroutine[Any, Any, T], *, refusal: str) -> T:
+        """`run` for sync APIs over async ones: called on this loop itself (from async code) it
+        would deadlock, so it raises HarnessError(`refusal`: what to await instead)."""
+        from ..errors import HarnessError
+
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            coro.close()
+            raise HarnessError(refusal)
+        return self.run(coro)
+
     def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a sync or async function to completion from a thread other than the loop's: a
         coroutine it returns is awaited on this loop (task bodies and rewards may be async)."""

@@ -143,15 +143,9 @@ class SyncSandbox:
         self._loop = loop
 
     def _run(self, coro: Any) -> Any:
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self._loop.loop:
-            coro.close()
-            raise RuntimeError("sandbox.sync called on the harness's own event loop (an async "
-                               "test or reward): await the sandbox's async methods instead")
-        return self._loop.run(coro)
+        return self._loop.block_on(coro, refusal=(
+            "sandbox.sync called on the harness's own event loop (an async test or reward): "
+            "await the sandbox's async methods instead"))
 
     def exec(self, argv: Sequence[str], **kwargs: Any) -> Any:
         result = self._run(self._sandbox.exec(argv, **kwargs))
