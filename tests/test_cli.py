@@ -120,14 +120,17 @@ def test_report_with_two_dirs_but_no_compare_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.slow
-def test_gateway_server_serves_the_openai_sdk_and_the_admin_api(tiny_model_dir):
-    process = subprocess.Popen(
-        [*CLI, "gateway", "--model", str(tiny_model_dir), "--admin-token", "s3cret"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+def test_gateway_server_serves_the_openai_sdk_and_the_admin_api(tiny_model_dir, tmp_path):
+    # stderr to a file, not a pipe nobody reads until the end (a full pipe would block the server)
+    stderr_path = tmp_path / "gateway-stderr.log"
+    with open(stderr_path, "w") as stderr_file:
+        process = subprocess.Popen(
+            [*CLI, "gateway", "--model", str(tiny_model_dir), "--admin-token", "s3cret"],
+            stdout=subprocess.PIPE, stderr=stderr_file, text=True,
+        )
     try:
         line = process.stdout.readline()
-        assert line.startswith("gateway: http://127.0.0.1:"), line + process.stderr.read()
+        assert line.startswith("gateway: http://127.0.0.1:"), line + stderr_path.read_text()
         base_url = line.split()[1]
         root = base_url.removesuffix("/v1")
         assert httpx.post(f"{root}/admin/sessions").status_code == 401  # admin needs the token
@@ -144,6 +147,12 @@ def test_gateway_server_serves_the_openai_sdk_and_the_admin_api(tiny_model_dir):
         assert sum(trace["loss_mask"]) == reply.usage.completion_tokens
         with pytest.raises(openai.AuthenticationError):
             client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "x"}])
+        client.close()
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=120)  # bounds a hang; a loaded 2-core box has taken 30 s+
+        try:
+            process.wait(timeout=120)  # bounds a hang; a loaded 2-core box has taken 30 s+
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise AssertionError("the gateway did not exit on SIGINT; its stderr:\n"
+                                 + stderr_path.read_text()[-4000:]) from None
