@@ -193,7 +193,7 @@ def test_smollm2_prepare_matches_gguf():
     start = time.perf_counter()
     tokenizer = models.load_tokenizer(path)
     model = models.load_model(path)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 20.0  # a cached folder loads in seconds; a re-conversion takes far longer
     assert tokenizer.chat_template == models.chat_template()
     assert "get_weather" in tokenizer.apply_chat_template(
         [{"role": "user", "content": "hi"}], tools=TOOLS, tokenize=False

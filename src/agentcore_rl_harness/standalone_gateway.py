@@ -10,6 +10,7 @@ default `--model`). `limits` are the session limits (`--max-turns`, `--idle-ttl-
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from typing import Any, TextIO
@@ -52,6 +53,10 @@ def run_standalone(
     server = GatewayServer(sampler=backend, renderer=renderer, model_id=str(model), config=config,
                            admin_token=admin_token)
     stop_event = stop_event or threading.Event()
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # started as a background job, SIGINT comes in ignored: the gateway still stops on Ctrl-C
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with server:
             print(f"gateway: {server.base_url}", file=out, flush=True)

@@ -325,6 +325,8 @@ class SageMakerTrainer:
             return
         self._previous_sigterm = signal.getsignal(signal.SIGTERM)
         signal.signal(signal.SIGTERM, self._on_sigterm)
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # inherited (a background job): Ctrl-C
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # must still stop the session
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         previous = self._previous_sigterm
