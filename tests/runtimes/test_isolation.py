@@ -50,6 +50,16 @@ def outside_dir():
     shutil.rmtree(directory)
 
 
+async def _start_victim(runtime, session_id, *, wait_s, timeout_s):
+    """A victim session that wrote its secret and waits: (its task, its live sandbox)."""
+    session = asyncio.create_task(runtime.run_session(
+        agent=HOSTILE, session_id=session_id, payload={"role": "victim", "wait_s": wait_s},
+        timeout_s=timeout_s))
+    await _wait_for(lambda: bool(runtime._sessions) and all(
+        (s.workdir / "SECRET_FROM_A").exists() for s in runtime._sessions.values()))
+    return session, runtime.sandbox(session_id)
+
+
 async def _wait_for(predicate, timeout_s=20.0):
     deadline = asyncio.get_running_loop().time() + timeout_s
     while not predicate():
@@ -96,11 +106,7 @@ async def test_a_hostile_session_cannot_reach_a_live_victim_or_the_harness(outsi
 async def test_the_session_sees_its_own_dir_writable_and_private_temp(tmp_path):
     runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation="bwrap")
     try:
-        session = asyncio.create_task(runtime.run_session(
-            agent=HOSTILE, session_id="v" * 40, payload={"role": "victim", "wait_s": 30}, timeout_s=60))
-        await _wait_for(lambda: bool(runtime._sessions) and all(
-            (s.workdir / "SECRET_FROM_A").exists() for s in runtime._sessions.values()))
-        sandbox = runtime.sandbox("v" * 40)
+        session, sandbox = await _start_victim(runtime, "v" * 40, wait_s=30, timeout_s=60)
         who = await sandbox.exec(["sh", "-c", "id -u; ls /tmp; touch /tmp/x && echo tmp-ok; "
                                   "touch /usr/planted 2>&1 || echo ro-ok; ls"])
         lines = who.stdout.split()
@@ -119,11 +125,7 @@ async def test_limits_bound_a_session_process():
     runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation=IsolationChoice(
         kind="bwrap", limits=SandboxLimits(memory_mb=2048, file_size_mb=1)))
     try:
-        session = asyncio.create_task(runtime.run_session(
-            agent=HOSTILE, session_id="w" * 40, payload={"role": "victim", "wait_s": 30}, timeout_s=60))
-        await _wait_for(lambda: bool(runtime._sessions) and all(
-            (s.workdir / "SECRET_FROM_A").exists() for s in runtime._sessions.values()))
-        sandbox = runtime.sandbox("w" * 40)
+        session, sandbox = await _start_victim(runtime, "w" * 40, wait_s=30, timeout_s=60)
         big = await sandbox.exec(["sh", "-c", "head -c 3000000 /dev/zero > big; echo $?; wc -c < big"])
         code, size = big.stdout.split()
         assert code != "0" and int(size) == 1024 * 1024  # RLIMIT_FSIZE: 1 MiB, then EFBIG
@@ -238,11 +240,7 @@ def _descendants(pid: int) -> set[int]:
 async def test_a_timed_out_session_leaves_no_process_behind():
     runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation="bwrap")
     try:
-        session = asyncio.create_task(runtime.run_session(
-            agent=HOSTILE, session_id="t" * 40, payload={"role": "victim", "wait_s": 120}, timeout_s=4))
-        await _wait_for(lambda: bool(runtime._sessions) and all(
-            (s.workdir / "SECRET_FROM_A").exists() for s in runtime._sessions.values()))
-        sandbox = runtime.sandbox("t" * 40)
+        session, sandbox = await _start_victim(runtime, "t" * 40, wait_s=120, timeout_s=4)
         background = await sandbox.exec(["sh", "-c", "sleep 300 & sleep 300"], background=True)
         await asyncio.sleep(0.3)
         launched = next(iter(runtime._live)).pid

@@ -31,7 +31,7 @@ from ..errors import SandboxError
 from . import _acr_shell as shell
 from ._acr_calls import describe_failure
 from ._retry import Backoff, GaveUp, retry_call
-from .sandbox import DEFAULT_FILE_CAP, DEFAULT_OUTPUT_CAP, ExecResult
+from .sandbox import DEFAULT_FILE_CAP, DEFAULT_OUTPUT_CAP, BackgroundHandle, ExecResult
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class _CommandCall:
             )
 
 
-class AcrBackgroundProcess:
+class AcrBackgroundProcess(BackgroundHandle):
     """A command started with `background=True` in an ACR session: poll it, wait for it, kill it.
 
     The same public surface as the local `BackgroundProcess`; `status()` and `running` report
@@ -149,19 +149,6 @@ class AcrBackgroundProcess:
         self._poll = (poll_initial_s, poll_max_s)
         self._wake = asyncio.Event()
         self._task = asyncio.ensure_future(self._watch())
-
-    @property
-    def running(self) -> bool:
-        return not self._task.done()
-
-    def status(self) -> str:
-        """`running`, or `exited` once its result is ready."""
-        return "running" if self.running else "exited"
-
-    async def result(self, timeout: float | None = None) -> ExecResult:
-        """Wait (at most `timeout` s; TimeoutError past it) for the command to end."""
-        async with asyncio.timeout(timeout):
-            return await asyncio.shield(self._task)
 
     async def kill(self) -> ExecResult:
         """Kill its process group in the session and return what it wrote."""

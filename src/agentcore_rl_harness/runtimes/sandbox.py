@@ -65,16 +65,11 @@ class _CappedReader:
                 self.truncated = True
 
 
-class BackgroundProcess:
-    """A command started with `background=True`: poll it, wait for it, or kill it."""
+class BackgroundHandle:
+    """What every backend's background command offers over the task that collects its result
+    (`_task`): poll it, wait for it; subclasses add `kill`."""
 
-    def __init__(self, process: asyncio.subprocess.Process, argv: tuple[str, ...], cap: int,
-                 timeout: float | None) -> None:
-        self.process = process
-        self.argv = argv
-        self.pid = process.pid
-        self._started = time.monotonic()
-        self._task = asyncio.ensure_future(_collect(process, argv, cap, timeout, self._started))
+    _task: asyncio.Future[ExecResult]
 
     @property
     def running(self) -> bool:
@@ -88,6 +83,18 @@ class BackgroundProcess:
         """Wait (at most `timeout` s; TimeoutError past it) for the command to end."""
         async with asyncio.timeout(timeout):
             return await asyncio.shield(self._task)
+
+
+class BackgroundProcess(BackgroundHandle):
+    """A command started with `background=True`: poll it, wait for it, or kill it."""
+
+    def __init__(self, process: asyncio.subprocess.Process, argv: tuple[str, ...], cap: int,
+                 timeout: float | None) -> None:
+        self.process = process
+        self.argv = argv
+        self.pid = process.pid
+        self._started = time.monotonic()
+        self._task = asyncio.ensure_future(_collect(process, argv, cap, timeout, self._started))
 
     async def kill(self) -> ExecResult:
         """Kill its process group and return what it wrote."""
