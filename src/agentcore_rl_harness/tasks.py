@@ -7,6 +7,7 @@ A task is a test function whose cases are dataset rows x samples. The decorator 
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import json
 from collections.abc import Callable, Sequence
@@ -64,11 +65,9 @@ class TaskSpec:
     oracle: str | Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, compare=False)
     sandbox: bool = False  # keep each session's final files for the `sandbox` fixture
 
-    @property
+    @functools.cached_property
     def needs_sandbox(self) -> bool:
         """Asked for with `sandbox=True`, or by a test body that takes the `sandbox` fixture."""
-        import inspect
-
         return self.sandbox or "sandbox" in inspect.signature(self.fn).parameters
 
     def agent_path(self) -> str | None:
