@@ -149,6 +149,26 @@ async def run_session(client, root: str, wire: str, turns: int, tally: dict) -> 
     tally["sessions"] += 1
 
 
+async def watch(workers: list, tally: dict, offset: int, every_s: float = 30.0) -> None:
+    """Progress on stderr every `every_s`; after two periods without a finished turn, the stacks of
+    the workers still running (a stall shows where it waits instead of printing nothing)."""
+    last, still, shown = -1, 0, 0
+    while True:
+        await asyncio.sleep(every_s)
+        for error in tally["errors"][shown:]:
+            print(f"driver {offset}: lost: {error}", file=sys.stderr, flush=True)
+        shown = len(tally["errors"])
+        pending = [task for task in workers if not task.done()]
+        turns = len(tally["latencies"])
+        print(f"driver {offset}: {turns} turns, {tally['sessions']} sessions done, "
+              f"{len(pending)} workers running, {tally['lost']} lost", file=sys.stderr, flush=True)
+        still = still + 1 if turns == last else 0
+        last = turns
+        if still == 2:
+            for task in pending[:3]:
+                task.print_stack(file=sys.stderr)
+
+
 async def drive(root: str, sessions: int, turns: int, offset: int, soak_s: float) -> dict:
     import httpx
 
@@ -166,7 +186,10 @@ async def drive(root: str, sessions: int, turns: int, offset: int, soak_s: float
                 if time.monotonic() >= deadline:
                     return
 
-        await asyncio.gather(*(worker(index) for index in range(sessions)))
+        workers = [asyncio.ensure_future(worker(index)) for index in range(sessions)]
+        watchdog = asyncio.ensure_future(watch(workers, tally, offset))
+        await asyncio.gather(*workers)
+        watchdog.cancel()
     tally["errors"] = tally["errors"][:5]
     return tally
 

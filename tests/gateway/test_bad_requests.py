@@ -68,6 +68,11 @@ BAD_BODIES = [
     ("responses", resp({"role": "user", "content": [{"type": "input_text"}]}), "input[0].content"),
     ("responses", resp({"type": "message", "content": "hi"}), "role"),
     ("responses", {"model": "m", "input": 7}, "input"),
+    # found by the fuzz (a 500 before): a reasoning part whose `text` is not a string
+    ("responses", resp({"type": "reasoning", "summary": [{"type": "summary_text", "text": ["x"]}]}, USER),
+     "input[0].summary[0].text"),
+    ("responses", resp({"type": "reasoning", "content": [{"type": "reasoning_text", "text": 5}]}, USER),
+     "input[0].content[0].text"),
 ]
 
 

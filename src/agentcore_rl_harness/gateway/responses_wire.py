@@ -63,7 +63,7 @@ def tools_from_internal(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, An
 
 def _reasoning_text(item: Mapping[str, Any]) -> str:
     parts = item.get("content") or item.get("summary") or []
-    return "".join(part.get("text", "") for part in parts if isinstance(part, Mapping))
+    return "".join(part["text"] for part in parts if isinstance(part, Mapping) and isinstance(part.get("text"), str))
 
 
 def to_internal(input: str | Sequence[Mapping[str, Any]], instructions: str | None = None) -> list[Message]:

@@ -255,7 +255,7 @@ def describe(exc: ValidationError, data: Any, *, limit: int = 5) -> str:
     lines = []
     errors = exc.errors(include_url=False)
     if len(errors) > 1:  # `str | list[...]` fields: the list branch's error is the one that helps
-        errors = [e for e in errors if not (e["type"] == "string_type" and isinstance(e.get("input"), list))]
+        errors = [e for e in errors if not (e["type"] == "string_type" and isinstance(e.get("input"), list))] or errors
     for error in errors[:limit]:
         where, node, loc = "", data, error["loc"]
         for index, part in enumerate(loc):

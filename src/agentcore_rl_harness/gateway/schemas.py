@@ -167,10 +167,15 @@ class ResponsesMessage(_Shape):
     content: Union[str, ResponsesParts]
 
 
+# A reasoning item's parts: `summary_text` (summary) and `reasoning_text` (content) in the published
+# API; every part that carries a `text` must carry a string.
+ReasoningParts = _parts(("summary_text", "reasoning_text", "input_text", "output_text", "text"))
+
+
 class ResponsesReasoning(_Shape):
     type: Literal["reasoning"]
-    summary: ResponsesParts | None = None
-    content: ResponsesParts | None = None
+    summary: ReasoningParts | None = None
+    content: ReasoningParts | None = None
 
 
 class ResponsesFunctionCall(_Shape):
