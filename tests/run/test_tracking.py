@@ -130,3 +130,20 @@ def test_the_fan_out_drops_only_the_tracker_that_failed():
     assert list(tracking.trackers) == ["ok"] and len(lines) == 1
     assert "logger=broken failed (log step: ConnectionError: quota exceeded)" in lines[0]
     assert tracking.failed == {"broken": "log step: ConnectionError: quota exceeded"}
+
+
+def test_a_resumed_run_tells_its_tracker_the_steps_it_kept_then_the_new_ones(tmp_path, build_harness):
+    spec = make_spec(tmp_path, samples=2, rewards=[said_four], test=1, train=2)
+    first = _run(tmp_path, "run", build_harness(*TRAIN, trainer=RecordingTrainer()), *TRAIN)
+    _drive(first, [spec])
+    first.finish()
+    record = tmp_path / "resumed.jsonl"
+    more = [*FAST, *TRAIN, "trainer.steps=3", f"+logger.fake.record={record}"]
+    second = Run.resume(mode="run", run_dir=first.run_dir, overrides=more, rootdir=tmp_path, terminal=None,
+                        harness=build_harness(*more, trainer=RecordingTrainer()))
+    _drive(second, [spec])
+    assert not second.finish()
+    steps = _steps(second)
+    assert [s["step"] for s in steps] == [0, 1, 2]
+    told = [(c["step"], c["metrics"]) for c in read_calls(record) if c["call"] == "log_step"]
+    assert told == [(s["step"], step_metrics(s)) for s in steps]
