@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway",),
     ("samplers", "runtimes"),
     ("trainers", "tinker_server"),
-    ("reports",),
+    ("reports", "trackers"),
     ("config",),
     ("run", "runner", "training", "scoring"),
     ("session", "fixtures", "plugin", "pytest_outcomes", "integrations", "sweep", "standalone_gateway", "cli"),

@@ -302,6 +302,31 @@ def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> Trai
     return TrainerSection(loop=loop, trainer=impl, algo=algo_cfg, dropped=tuple(dropped))
 
 
+def build_logger_section(node: Any) -> dict[str, Any]:
+    """The `logger` group (several options at once: `logger=[tensorboard,wandb]`): each selected
+    tracker's typed node; an unknown tracker, a key that would hold a credential, or a tracker
+    whose package is missing is an error here, before anything runs."""
+    from .trackers import registry
+
+    if node is None:
+        return {}
+    if not isinstance(node, dict):
+        raise ConfigError(f"config node logger must be a mapping of tracker name -> settings "
+                          f"(select trackers with logger=[tensorboard,wandb]), got {node!r}")
+    section = {}
+    for name, values in node.items():
+        module = registry.tracker_module(str(name))
+        values = {} if values is None else values
+        if isinstance(values, dict):
+            registry.check_no_secrets(str(name), list(values))
+        section[name] = build(module.Config, values, f"logger.{name}")
+        check = getattr(section[name], "validate", None)
+        if check is not None:
+            check()
+        registry.require_package(str(name), module)
+    return section
+
+
 @dataclass(frozen=True)
 class HarnessConfig:
     model: ModelConfig
@@ -315,6 +340,7 @@ class HarnessConfig:
     seed: int = 0
     trainer: Any = None  # a TrainerSection, built from the `trainer` and `algo` nodes
     agent: str = TASK_AGENT  # task: each task's own agent; oracle / null: a sanity agent; or a file / module:app
+    logger: dict[str, Any] = field(default_factory=dict)  # tracker name -> its typed node (trackers/)
 
 
 def check_agent(agent: str, runtime_kind: str) -> None:
@@ -410,13 +436,14 @@ def compose_config(
             GlobalHydra.instance().initialize(saved)
     assert isinstance(resolved, dict)
     resolved.pop("hydra", None)
-    plain = {k: v for k, v in resolved.items() if k not in ("trainer", "algo")}
+    plain = {k: v for k, v in resolved.items() if k not in ("trainer", "algo", "logger")}
     if "agent" in plain and plain["agent"] is None:  # Hydra reads `agent=null` as None
         plain["agent"] = "null"
     typed = build(HarnessConfig, plain, "")
     typed = dataclasses.replace(
         typed,
         trainer=build_trainer_section(resolved.get("trainer") or {}, resolved.get("algo") or {}),
+        logger=build_logger_section(resolved.get("logger")),
     )
     for key, choices in VALID_CHOICES.items():
         section, name = key.split(".")
@@ -526,11 +553,13 @@ class HydraJob:
     settings: Any  # the job's `sweep` node as its dataclass (sweep.SweepSettings)
     resolved: dict[str, Any]  # the job's config without the `sweep` and `hydra` nodes
     overrides: tuple[str, ...]  # the job's overrides, without `sweep.*` ones
+    sweep_dir: Path | None = None  # a multirun's sweep directory (None: a single run)
 
 
 def hydra_job(cfg: Any) -> HydraJob:
     """Read the running Hydra job (`cfg` is the DictConfig `@hydra.main` passed in)."""
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
     from omegaconf import OmegaConf
 
     hydra_cfg = HydraConfig.get()
@@ -544,4 +573,5 @@ def hydra_job(cfg: Any) -> HydraJob:
         settings=OmegaConf.to_object(cfg.sweep),
         resolved=resolved,
         overrides=tuple(o for o in hydra_cfg.overrides.task if not o.lstrip("+~").startswith("sweep.")),
+        sweep_dir=Path(hydra_cfg.sweep.dir).resolve() if hydra_cfg.mode == RunMode.MULTIRUN else None,
     )

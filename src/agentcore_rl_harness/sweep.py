@@ -24,7 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .config import PACKAGED_CONFIG_MODULE, hydra_job
+from .config import PACKAGED_CONFIG_MODULE, HydraJob, hydra_job
+from .trackers.base import SWEEP_DIR_ENV, SWEEP_JOB_ENV
 
 APP_CONFIG = "agentcore_rl_sweep"
 JOB_RESULT = "job.json"
@@ -118,12 +119,21 @@ def run_job(cfg: Any) -> dict[str, Any]:
     if settings.mode not in MODES:
         result.update(returncode=None, error=f"sweep.mode={settings.mode!r}; valid: {list(MODES)}")
     else:
-        result.update(_run_pytest(job_dir, settings))
+        result.update(_run_pytest(job_dir, settings, env=job_environment(job)))
     (job_dir / JOB_RESULT).write_text(json.dumps(result, indent=2), encoding="utf-8")
     return result
 
 
-def _run_pytest(job_dir: Path, settings: SweepSettings) -> dict[str, Any]:
+def job_environment(job: HydraJob) -> dict[str, str]:
+    """The job's pytest process environment: a multirun job also names its sweep (trackers group
+    the jobs of one sweep: a W&B group, an MLflow parent run, TensorBoard dirs side by side)."""
+    env = dict(os.environ)
+    if job.sweep_dir is not None:
+        env.update({SWEEP_DIR_ENV: str(job.sweep_dir), SWEEP_JOB_ENV: str(job.number)})
+    return env
+
+
+def _run_pytest(job_dir: Path, settings: SweepSettings, env: dict[str, str]) -> dict[str, Any]:
     run_dir = job_dir / "run"
     command = [
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
@@ -137,7 +147,7 @@ def _run_pytest(job_dir: Path, settings: SweepSettings) -> dict[str, Any]:
     with open(log, "w", encoding="utf-8") as handle:
         try:
             completed = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT,
-                                       timeout=settings.timeout_s, env=dict(os.environ))
+                                       timeout=settings.timeout_s, env=env)
             returncode, error = completed.returncode, None
         except subprocess.TimeoutExpired:
             returncode, error = None, f"timed out after {settings.timeout_s}s"

@@ -34,6 +34,7 @@ from .plan import PlannedItem, TrainItem, case_key, plan_cases
 from .rundir import RunDir
 from .schedule import Scheduler, episode_or_failure
 from .scoring import RolloutHandle, Scorer, item_verdict
+from .tracking import Tracking, pre_eval_metrics, report_metrics
 from .training import TrainingLoop
 
 
@@ -58,6 +59,7 @@ class Run:
     other_failures: int = 0
     gate_failures: list[str] = field(default_factory=list)
     report: Report | None = None
+    tracking: Tracking | None = None  # logger=...: opened with the run directory
     _scheduler: Scheduler | None = None
 
     @classmethod
@@ -136,6 +138,10 @@ class Run:
         harness.start()  # first: a missing dependency or model leaves no run directory behind
         self.rundir.open()
         start_step = self._reload() if self.rundir.resumed is not None else 0
+        if self.config.typed.logger:
+            self.tracking = Tracking.start(
+                self.config.typed.logger, run_dir=self.run_dir, mode=self.mode, rootdir=self.rootdir,
+                config=self.config.resolved, tags=self._tags(), steps=self.train_steps, write=self.write)
         cases = [(item_id, item) for item_id, item in items if isinstance(item, Case)]
         if self.mode in ("run", "train"):
             specs = list({id(item.spec): item.spec for _, item in items}.values())
@@ -172,13 +178,16 @@ class Run:
                 if pre:
                     self.write(f"agentcore-rl pre-eval: {len(pre)} rollouts")
                     self.offline_phase(pre)
+                if self.tracking:
+                    self.tracking.summary(pre_eval_metrics(self.rollouts, self.config.typed.seed), step=0)
             plan = harness.train_plan()
             self.train_steps_total = plan.steps
             if start_step >= plan.steps:
                 return
             trainer = harness.trainer()
             loop = TrainingLoop(plan=plan, specs=specs, run_cases=self.run_batch, score=self.score_and_record,
-                                trainer=trainer, run_dir=self.run_dir, write=self.write, start_step=start_step)
+                                trainer=trainer, run_dir=self.run_dir, write=self.write, start_step=start_step,
+                                on_step=self.tracking.step if self.tracking else None)
             self.train_steps += loop.run(lambda groups: harness.loop.run(trainer.step(groups=groups)))
         except (HarnessError, ValueError, RuntimeError, OSError) as exc:
             self.training_error = f"{type(exc).__name__}: {exc}"
@@ -313,8 +322,25 @@ class Run:
                        f"written to {self.run_dir}: {write_errors[0]}")
         if write_reports:
             self._report()
-        return finish.run_failed(infra_errors=self.infra_errors, other_failures=self.other_failures,
-                                 gate_failures=self.gate_failures)
+        failed = finish.run_failed(infra_errors=self.infra_errors, other_failures=self.other_failures,
+                                   gate_failures=self.gate_failures)
+        if self.tracking:
+            self._track_end(failed)
+        return failed
+
+    def _tags(self) -> dict[str, str]:
+        """The run's git sha and package versions, for the trackers."""
+        sha = finish.git_sha(self.rootdir)
+        versions = {f"version/{name}": value for name, value in finish.versions().items()}
+        return {**({"git_sha": sha} if sha else {}), **versions}
+
+    def _track_end(self, failed: bool) -> None:
+        assert self.tracking is not None
+        if self.report is not None:
+            step = max((int(line["step"]) for line in self.train_steps), default=-1) + 1
+            self.tracking.summary(report_metrics(self.report), step=step)
+            self.tracking.artifacts(self.run_dir)
+        self.tracking.finish(failed=failed)
 
     def _report(self) -> None:
         self.report = build_report(

@@ -93,6 +93,7 @@ class TrainingLoop:
         run_dir: Path,
         write: Callable[[str], None],
         start_step: int = 0,
+        on_step: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.plan = plan
         self.specs = specs
@@ -103,6 +104,7 @@ class TrainingLoop:
         self.checkpoint_dir = run_dir / "checkpoints"
         self.write = write
         self.start_step = start_step
+        self.on_step = on_step  # each step's line once it is in train/steps.jsonl (the trackers)
         self.schedule = RowSchedule(specs, plan.seed)
         self.schedule.skip_steps(start_step, plan.batch_rows)
 
@@ -150,6 +152,8 @@ class TrainingLoop:
         line["step"] = step
         with open(self.train_dir / STEPS_FILE, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(line) + "\n")
+        if self.on_step is not None:
+            self.on_step(line)
         self.write(
             f"agentcore-rl train step {step + 1}/{self.plan.steps}: reward "
             f"{_fmt(line['reward_mean'])}, success {_fmt(line['success_rate'])}, loss "
