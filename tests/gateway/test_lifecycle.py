@@ -162,3 +162,27 @@ def test_sampler_failures_are_counted_as_gateway_errors(gateway_factory):
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     assert info.value.status_code == 502
     assert gateway.sessions.finish(session_id).metadata["gateway_errors"] == 1
+
+
+def test_a_client_gone_before_its_body_arrived_is_a_disconnect_not_a_gateway_error(gateway_factory, caplog):
+    """Headers and half a body, then the socket closes: nothing sampled or recorded, no 500 logged,
+    the session counts `client_disconnects` (not `gateway_errors`) and serves the next request."""
+    import socket
+    from urllib.parse import urlsplit
+
+    server, sampler = gateway_factory(["fine"])
+    session_id = server.sessions.open()
+    url = urlsplit(server.base_url)
+    with socket.create_connection((url.hostname, url.port)) as sock:
+        sock.sendall(f"POST {url.path}/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {session_id}"
+                     "\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"messages\": [".encode())
+        time.sleep(0.2)  # the handler is reading the body
+    session = server.sessions.get(session_id)
+    deadline = time.monotonic() + 10
+    while not session.event_count("client_disconnects") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert session.event_count("client_disconnects") == 1
+    assert session.event_count("gateway_errors") == 0 and session.turn_count == 0 and not sampler.calls
+    assert "internal gateway error" not in caplog.text
+    client = openai.OpenAI(base_url=server.base_url, api_key=session_id, max_retries=0)
+    assert client.chat.completions.create(model="m", messages=HI).choices[0].message.content == "fine"

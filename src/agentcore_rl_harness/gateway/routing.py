@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from ..errors import RenderError, SamplingError
@@ -107,6 +107,10 @@ def errors_as(shape: ErrorShape) -> Callable[[Handler], Handler]:
                     _count_gateway_error(request)
                 message = f"sampling failed: {exc}" if isinstance(exc, SamplingError) else str(exc)
                 return JSONResponse(shape(status, message, code), status, headers=getattr(exc, "headers", None))
+            except ClientDisconnect:  # the client went away before its body arrived: nothing was recorded
+                log.info("client disconnected before sending its whole request on %s", request.url.path)
+                _count_event(request, "client_disconnects")
+                return Response(status_code=400)  # never sent: the connection is gone
             except Exception as exc:  # a gateway bug: answer in the wire's shape, keep the trace
                 log.exception("internal gateway error on %s", request.url.path)
                 _count_gateway_error(request)
@@ -117,11 +121,15 @@ def errors_as(shape: ErrorShape) -> Callable[[Handler], Handler]:
 
 
 def _count_gateway_error(request: Request) -> None:
+    _count_event(request, "gateway_errors")
+
+
+def _count_event(request: Request, event: str) -> None:
     context = getattr(request.app.state, "gateway", None)
     if context is None:
         return
     try:
-        context.sessions.get(api_key(request)).count_event("gateway_errors")
+        context.sessions.get(api_key(request)).count_event(event)
     except (ApiError, SessionError):
         return  # no usable session key: nothing to attribute the error to
 
