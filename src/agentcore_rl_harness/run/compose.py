@@ -254,7 +254,7 @@ class Harness:
                 model_id=self.model_id, base_url=self.advertised_url, sampling=self.config.sampling.to_params(),
                 seed=self.config.seed, agent=self.config.agent, timeout_s=self.config.eval.timeout_s,
                 concurrency=self.config.runtime.concurrency,
-            ))
+            ), loop=self.loop)
             self._progress(
                 f"agentcore-rl: model {self.config.model.name} ({where}) loaded, gateway at "
                 f"{gateway.base_url} in {time.monotonic() - started:.1f}s"
