@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import SandboxError
-from ..records import SessionOutcome, Status
 from . import _acr_shell as shell
 from ._acr_calls import describe_failure
 from ._retry import Backoff, GaveUp, retry_call
@@ -365,25 +364,6 @@ class AcrSessionSandbox:
         if not argv_tuple:
             raise SandboxError("exec needs a non-empty argv, e.g. ['ls', '-l']")
         return argv_tuple
-
-
-class KeptAcrSession:
-    """A completed ACR session kept live for its task (`AgentCoreRuntime.kept`): `open()` is its
-    sandbox, `aclose()` stops the session, whether it was opened or not."""
-
-    def __init__(self, runtime: Any, outcome: SessionOutcome, *, session_id: str) -> None:
-        self.session_id = session_id
-        self._runtime = runtime
-        self._outcome = outcome
-
-    async def open(self) -> AcrSessionSandbox:
-        if self._outcome.status is not Status.COMPLETED:
-            raise SandboxError(f"session {self.session_id} ended as {self._outcome.status.value} "
-                               "and was stopped: there is no session left to inspect")
-        return self._runtime.sandbox(self.session_id)
-
-    async def aclose(self) -> None:
-        await self._runtime.release(self.session_id)
 
 
 def _result(argv: tuple[str, ...], output: Any, *, exit_code: int | None, timed_out: bool,

@@ -52,7 +52,8 @@ from ._retry import Backoff, GaveUp, retry_call
 from .base import AgentRef
 
 if TYPE_CHECKING:
-    from ._acr_commands import AcrSessionSandbox, KeptAcrSession
+    from ._acr_commands import AcrSessionSandbox
+    from ._acr_kept import KeptAcrSession
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +228,7 @@ class AgentCoreRuntime:
     def kept(self, outcome: SessionOutcome, *, session_id: str) -> KeptAcrSession:
         """The session `run_session(keep_state=True)` kept live, for its task; stopped at its
         `aclose()`."""
-        from ._acr_commands import KeptAcrSession
+        from ._acr_kept import KeptAcrSession
 
         return KeptAcrSession(self, outcome, session_id=session_id)
 
