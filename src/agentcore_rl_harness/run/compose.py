@@ -167,7 +167,7 @@ def build_runtime(config: HarnessConfig, *, private_dirs: tuple[Path, ...] = ())
     isolation = IsolationChoice(
         kind=runtime.isolation, limits=runtime.limits,
         hidden=(*map(Path, runtime.hidden_paths), *private_dirs),
-        readable=tuple(map(Path, runtime.readable_paths)),
+        readable=tuple(map(Path, runtime.readable_paths)), network=runtime.network,
     )
     return LocalRuntime(
         isolation=isolation, start_method=runtime.start_method, concurrency=runtime.concurrency,

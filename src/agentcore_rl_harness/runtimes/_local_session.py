@@ -40,6 +40,7 @@ class LocalSession:
     keep_state: bool = False
     final_state: bytes | None = None
     final_state_error: str | None = None
+    network: Any = None  # a network.SessionNetwork when the session's network is isolated
 
     @property
     def stderr_path(self) -> Path:

@@ -77,6 +77,7 @@ from .isolation import (
     SessionUid,
     build_isolation,
 )
+from .network import Destination, SessionNetwork, url_destination
 from .sandbox import SessionSandbox
 
 logger = logging.getLogger(__name__)
@@ -269,6 +270,10 @@ class LocalRuntime:
         self._sessions[session_id] = session
         try:
             spec, import_root = resolve_agent(agent)
+            if self.isolation.isolates_network:
+                session.network = SessionNetwork(
+                    self._destinations(payload),
+                    hosts_path=session.workdir.with_name(session.workdir.name + ".hosts"))
             try:
                 async with asyncio.timeout_at(deadline):
                     port = await self._start(session, spec, import_root)
@@ -285,6 +290,14 @@ class LocalRuntime:
                 ) from None
         finally:
             await self._cleanup(session)
+
+    def _destinations(self, payload: dict[str, Any]) -> list[Destination]:
+        """What an isolated session may reach: its gateway, the S3 stand-in, `network.allow`."""
+        urls = [str((payload.get("_rollout") or {}).get("base_url") or "")]
+        if self._sink is not None:
+            urls.append(self._sink.url)
+        found = [url_destination(url) for url in urls]
+        return [*(d for d in found if d is not None), *self.isolation.network.destinations()]
 
     def _environment(self, home: Path, import_root: str) -> dict[str, str]:
         """The scrubbed environment of a process living in `home` (its HOME; TMPDIR inside)."""
@@ -318,6 +331,9 @@ class LocalRuntime:
                 session.child = await self._launch(session, spec, import_root, env)
                 self._live.add(session.child)
                 port = await self._read_address(session, spec)
+                if session.network is not None and isinstance(session.child, SpawnedChild):
+                    await session.network.start(await session.child.wait_sandbox_pid(
+                        self.startup_timeout_s))
                 await self._wait_healthy(session, port, spec)
         except TimeoutError:
             raise AgentFailed(
@@ -362,8 +378,10 @@ class LocalRuntime:
         if self.isolation.namespaced:
             info_read, info_write = os.pipe()
             os.set_blocking(info_read, False)
-        plan = self.isolation.launch(argv, workdir=session.workdir, info_fd=info_write,
-                                     readable=[Path(import_root), _HARNESS_SRC])
+        plan = self.isolation.launch(
+            argv, workdir=session.workdir, info_fd=info_write,
+            readable=[Path(import_root), _HARNESS_SRC],
+            hosts_file=session.network.hosts_file if session.network is not None else None)
         try:
             with open(session.stderr_path, "wb") as stderr_file:
                 if plan.user is not None:
@@ -491,6 +509,8 @@ class LocalRuntime:
     async def _cleanup(self, session: LocalSession) -> None:
         self._sessions.pop(session.session_id, None)
         try:
+            if session.network is not None:
+                await session.network.aclose()
             if session.sandbox is not None:
                 await session.sandbox.aclose()
             if session.child is not None:
