@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -186,3 +187,17 @@ def test_destinations_are_checked_and_planned():
         ("127.0.0.1", 9)]
     assert plan.hosts == {"a.test": "127.0.100.1", "b.test": "127.0.100.2"}
     assert plan_relays([Destination("127.0.0.1", 1)]).hosts_file() is None
+
+
+def test_an_unprivileged_harness_shares_the_hosts_network_and_says_so(monkeypatch, caplog):
+    """setns(2) into a session's network namespace needs root: without it, a warning and `host`."""
+    from agentcore_rl_harness.runtimes.isolation import Bubblewrap, build_isolation
+
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    with caplog.at_level("WARNING"):
+        isolation = build_isolation(IsolationChoice(kind="bwrap", network=NetworkPolicy(
+            allow=("127.0.0.1:8000",))))
+    assert isinstance(isolation, Bubblewrap) and not isolation.isolates_network
+    assert isolation.network.allow == ("127.0.0.1:8000",)
+    assert "needs the harness to run as root" in caplog.text
+    assert "--unshare-net" not in isolation.launch(["true"], workdir=Path("/tmp")).argv

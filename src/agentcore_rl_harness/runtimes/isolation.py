@@ -24,6 +24,7 @@ refuses any request without the session's own unguessable key.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import logging
@@ -317,6 +318,13 @@ def build_isolation(choice: IsolationChoice, *, base_dir: Path | None = None) ->
     why_not = "bubblewrap (bwrap) is not installed" if bwrap is None else bwrap_works(bwrap)
     if choice.kind in ("auto", "bwrap") and why_not is None:
         assert bwrap is not None
+        if choice.network.isolated and os.geteuid() != 0:
+            # setns(2) into a network namespace needs CAP_SYS_ADMIN in the caller's own user
+            # namespace too: an unprivileged harness cannot relay the gateway in.
+            logger.warning("runtime.network.mode=isolated needs the harness to run as root (it "
+                           "joins each session's network namespace to relay the gateway in); "
+                           "sessions share the host's network (runtime.network.mode=host)")
+            kwargs["network"] = dataclasses.replace(choice.network, mode="host")
         return Bubblewrap(choice.limits, bwrap=bwrap, **kwargs)
     if choice.kind == "bwrap":
         raise ConfigError(
