@@ -181,7 +181,8 @@ def test_destinations_are_checked_and_planned():
     assert url_destination("") is None
     plan = plan_relays([Destination("127.0.0.1", 8123), Destination("a.test", 443),
                         Destination("b.test", 443), Destination("a.test", 80),
-                        Destination("localhost", 9), Destination("127.0.0.1", 8123)])
+                        Destination("localhost", 9), Destination("127.0.0.1", 8123),
+                        Destination("localhost", 8123)])
     assert [(ip, d.port) for ip, d in plan.binds] == [
         ("127.0.0.1", 8123), ("127.0.100.1", 443), ("127.0.100.2", 443), ("127.0.100.1", 80),
         ("127.0.0.1", 9)]

@@ -56,7 +56,6 @@ from ..errors import RuntimeStartError
 from ..records import SessionOutcome, Status
 from . import _final_state
 from . import _invocations as invocations
-from ._processes import Child, SpawnedChild, log_rmtree_error, terminate
 from ._local_session import (
     AgentFailed,
     LocalSession,
@@ -67,6 +66,7 @@ from ._local_session import (
     section,
     stderr_section,
 )
+from ._processes import Child, SpawnedChild, log_rmtree_error, terminate
 from ._zygote_pool import ZygoteFailed, ZygotePool
 from .base import AgentRef
 from .isolation import (

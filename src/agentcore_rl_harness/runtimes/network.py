@@ -140,7 +140,8 @@ def plan_relays(destinations: Iterable[Destination]) -> RelayPlan:
             listen = "127.0.0.1"
         else:
             listen = names.setdefault(destination.host, f"127.0.100.{len(names) + 1}")
-        binds.append((listen, destination))
+        if all((listen, destination.port) != (ip, bound.port) for ip, bound in binds):
+            binds.append((listen, destination))  # `localhost:80` and `127.0.0.1:80` are one
     return RelayPlan(binds=tuple(binds), hosts=names)
 
 
