@@ -124,7 +124,8 @@ def serve(turns: int, lines: int, sessions: int) -> dict:
         done = subprocess.run(
             [sys.executable, os.path.abspath(__file__), "drive", "--base-url", server.base_url,
              "--server-pid", str(os.getpid()), "--turns", str(turns), "--lines", str(lines),
-             "--sessions", *opened], capture_output=True, text=True, timeout=3600)
+             f"--session-ids={','.join(opened)}"],  # `=`: an id may start with "-"
+            capture_output=True, text=True, timeout=3600)
         if done.returncode != 0:
             raise SystemExit(f"driver failed: {done.stderr[-3000:]}")
         per_session = json.loads(done.stdout.strip().splitlines()[-1])
@@ -188,11 +189,13 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--lines", type=int, default=8, help="tool output lines (~37 tokens each)")
     parser.add_argument("--sessions", nargs="+", default=["3"])
+    parser.add_argument("--session-ids", default="", help="drive: comma-separated session keys")
     parser.add_argument("--base-url")
     parser.add_argument("--server-pid", type=int)
     args = parser.parse_args()
     if args.role == "drive":
-        print(json.dumps(drive(args.base_url, args.server_pid, args.sessions, args.turns, args.lines)))
+        session_ids = args.session_ids.split(",") if args.session_ids else args.sessions
+        print(json.dumps(drive(args.base_url, args.server_pid, session_ids, args.turns, args.lines)))
     elif args.role == "path":
         print(json.dumps(turn_path(args.turns, args.lines, int(args.sessions[0]))), flush=True)
     else:

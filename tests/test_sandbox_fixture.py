@@ -45,6 +45,23 @@ async def test_async(rollout, sandbox):
 @arl.task(dataset="data.jsonl", agent="agent.py", name="test_no_sandbox_asked")
 def test_plain(rollout):
     assert rollout.episode.sandbox is None  # no final files kept when the task does not ask
+
+
+@arl.reward
+def answer_file(rollout, row):
+    return float(rollout.sandbox.sync.get_file("out/answer.txt") == str(row["n"] * 2).encode())
+
+
+@arl.task(dataset="data.jsonl", agent="agent.py", name="test_reward_reads_files",
+          rewards=[answer_file], sandbox=True)
+def test_reward(rollout):
+    assert rollout.rewards["answer_file"] == 1.0 and rollout.reward == 1.0
+
+
+@arl.task(dataset="data.jsonl", agent="agent.py", name="test_reward_without_sandbox",
+          rewards=[answer_file])
+def test_forgot(rollout):
+    pass
 '''
 
 
@@ -58,6 +75,10 @@ def test_a_task_inspects_the_sessions_final_files(pytester, tiny_model_dir):
         "--agentcore-rl-out", "run", timeout=600,
     )
     assert result.ret == 0, result.stdout.str()[-4000:]
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=8, failed=2)
     records = [json.loads(line) for line in (pytester.path / "run" / "rollouts.jsonl").read_text().splitlines()]
-    assert len(records) == 6 and all(r["success"] for r in records)
+    forgot = [r for r in records if r["task"] == "test_reward_without_sandbox"]
+    assert len(records) == 10 and all(r["success"] for r in records if r not in forgot)
+    assert [r["rewards"]["answer_file"] for r in records if r["task"] == "test_reward_reads_files"] == [1.0, 1.0]
+    assert len(forgot) == 2 and not any(r["success"] for r in forgot)
+    assert all("@arl.task(..., sandbox=True)" in r["error"] for r in forgot)

@@ -23,6 +23,7 @@ from typing import Any
 from .errors import ConfigError, ConfigWarning
 from .records import HISTORY_MODES, SamplingParams, SessionLimits
 from .runtimes.isolation import ISOLATION_KINDS, START_METHODS, SandboxLimits
+from .runtimes.network import NetworkPolicy
 from .sanity_agents import AGENTS as SANITY_AGENTS
 
 PACKAGED_CONFIG_MODULE = "agentcore_rl_harness.conf"
@@ -50,6 +51,7 @@ class RuntimeConfig:
     start_method: str = "auto"  # spawn: fresh python; fork: from a pre-imported zygote (isolation=none)
     isolation: str = "auto"  # bwrap (namespaces), uid (a uid per session), none; auto: the strongest here
     limits: SandboxLimits = field(default_factory=SandboxLimits)  # rlimits of session processes
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)  # bwrap: the gateway + allow, or host
     hidden_paths: tuple[str, ...] = ()  # bwrap: also hidden from sessions (the run dir always is)
     readable_paths: tuple[str, ...] = ()  # bwrap: bound back read-only into every session
     final_state_mb: int = 16  # the most of a session's final files kept for the sandbox fixture
@@ -452,6 +454,7 @@ def compose_config(
             raise ConfigError(f"{key}={value!r} is not supported; valid choices: {list(choices)}")
     for section in (typed.gateway, typed.eval, typed.gates, typed.report):
         section.validate()
+    typed.runtime.network.check()
     check_agent(typed.agent, typed.runtime.kind)
     return ComposedConfig(typed=typed, resolved=resolved, overrides=overrides, source=label)
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from .config import HarnessConfig
+from .errors import SandboxError
 from .pytest_outcomes import run_of
 from .run.backend import Backend
 from .run.core import ExtraSessions, Run
@@ -66,16 +67,17 @@ def backend(request: pytest.FixtureRequest) -> Backend:
 
 
 @pytest.fixture
-def sandbox(request: pytest.FixtureRequest, rollout: RolloutHandle | None) -> Sandbox:
-    """The rollout's session after it ended: its final files, in a sandbox isolated like the
-    session (`sandbox.sync.exec([...])`, `.sync.get_file(path)`; await the same methods in
-    `async def` tests). Released once the rollout is scored."""
-    episode = getattr(rollout, "episode", None)
-    if rollout is None or episode is None or episode.sandbox is None:
+def sandbox(rollout: RolloutHandle | None) -> Sandbox:
+    """The rollout's session after its agent answered (`rollout.sandbox`, which rewards use):
+    locally its final files in a sandbox isolated like the session, on AgentCore the session
+    itself, kept live (`sandbox.sync.exec([...])`, `.sync.get_file(path)`; await the same methods
+    in `async def` tests). Released (an ACR session stopped) once the rollout is scored."""
+    try:
+        return rollout.sandbox  # type: ignore[union-attr]
+    except (AttributeError, SandboxError) as exc:
         pytest.fail(
             "the sandbox fixture has no session here: it serves task tests of a live run "
-            "(a resumed run's finished rollouts keep no session)", pytrace=False)
-    return Sandbox(episode.sandbox, loop=_require(request).started_harness().loop)
+            f"(a resumed run's finished rollouts keep no session): {exc}", pytrace=False)
 
 
 def _require(request: pytest.FixtureRequest) -> Run:

@@ -75,7 +75,7 @@ class Episode:
     usage: Usage
     session_metadata: dict[str, Any] = field(default_factory=dict)
     held: HeldResources = field(default_factory=HeldResources, compare=False, repr=False)
-    sandbox: Any = field(default=None, compare=False, repr=False)  # a SandboxBackend, or None
+    sandbox: Any = field(default=None, compare=False, repr=False)  # an arl.Sandbox, or None
 
 
 def case_seed(run_seed: int, case: Case) -> int:

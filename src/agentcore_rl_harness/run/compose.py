@@ -167,7 +167,7 @@ def build_runtime(config: HarnessConfig, *, private_dirs: tuple[Path, ...] = ())
     isolation = IsolationChoice(
         kind=runtime.isolation, limits=runtime.limits,
         hidden=(*map(Path, runtime.hidden_paths), *private_dirs),
-        readable=tuple(map(Path, runtime.readable_paths)),
+        readable=tuple(map(Path, runtime.readable_paths)), network=runtime.network,
     )
     return LocalRuntime(
         isolation=isolation, start_method=runtime.start_method, concurrency=runtime.concurrency,
@@ -254,7 +254,7 @@ class Harness:
                 model_id=self.model_id, base_url=self.advertised_url, sampling=self.config.sampling.to_params(),
                 seed=self.config.seed, agent=self.config.agent, timeout_s=self.config.eval.timeout_s,
                 concurrency=self.config.runtime.concurrency,
-            ))
+            ), loop=self.loop)
             self._progress(
                 f"agentcore-rl: model {self.config.model.name} ({where}) loaded, gateway at "
                 f"{gateway.base_url} in {time.monotonic() - started:.1f}s"

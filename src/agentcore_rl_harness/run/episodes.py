@@ -18,7 +18,8 @@ from ..records import SamplingParams, SessionOutcome, Status
 from ..runtimes.base import AgentRef, AgentRuntime
 from ..tasks import build_payload, rollout_block
 from .cases import Case, Episode, HeldResources, case_seed
-from .sandbox import FinalSandbox, keeps_final_state
+from .loop import LoopThread
+from .sandbox import FinalSandbox, Sandbox, keeps_final_state
 from .sanity import add_oracle_result, agent_for
 
 # Gateway refusals (4xx) that are the agent's doing: a failure after one stays the agent's.
@@ -85,8 +86,11 @@ class CaseSettings:
 class CaseRunner:
     """Runs cases on `runtime`, sampling through `sessions`; at most `concurrency` at once."""
 
-    def __init__(self, *, sessions: GatewaySessions, runtime: AgentRuntime, settings: CaseSettings) -> None:
+    def __init__(self, *, sessions: GatewaySessions, runtime: AgentRuntime, settings: CaseSettings,
+                 loop: LoopThread | None = None) -> None:
+        """`loop`: the thread running this runner's loop, which `sandbox.sync` blocks on."""
         self.sessions = sessions
+        self.loop = loop
         self.runtime = runtime
         self.settings = settings
         self._slots: asyncio.Semaphore | None = None  # made on the loop that runs the cases
@@ -121,9 +125,10 @@ class CaseRunner:
         finally:
             finished = self.sessions.finish(session_id)
         sandbox = None
-        if case.spec.needs_sandbox:
-            sandbox = FinalSandbox(self.runtime, outcome, session_id=session_id)
-            held.hold(sandbox.aclose)
+        if case.spec.needs_sandbox:  # the runtime kept the session (ACR: still live) until scored
+            final = FinalSandbox(self.runtime, outcome, session_id=session_id)
+            held.hold(final.aclose)
+            sandbox = Sandbox(final, loop=self.loop)
         return Episode(
             sandbox=sandbox,
             case=case,

@@ -3,14 +3,15 @@
 One face over three backends: a live local session (commands join its bubblewrap namespaces,
 `runtimes/sandbox.py`), an AgentCore Runtime session (`InvokeAgentRuntimeCommand`,
 `runtimes/_acr_commands.py`), and `Sandbox.here()` for an agent's own process (it already runs
-inside its sandbox, locally or in its microVM). The async methods are the core; `sandbox.sync`
+inside its sandbox, locally or in its microVM). `FinalSandbox` is a finished session as its task
+sees it (`rollout.sandbox`, the `sandbox` fixture): what the runtime kept (`KeptSession`),
+released once the rollout is scored. The async methods are the core; `sandbox.sync`
 is the same object for sync code, bridged through the harness's loop (or a private one).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import os
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,7 @@ from ..runtimes.isolation import NoIsolation, SandboxLimits
 from ..runtimes.sandbox import ExecResult, SessionSandbox
 from .loop import LoopThread
 
-__all__ = ["ExecResult", "FinalSandbox", "Sandbox", "SyncSandbox", "keeps_final_state"]
+__all__ = ["ExecResult", "FinalSandbox", "KeptSession", "Sandbox", "SyncSandbox", "keeps_final_state"]
 
 
 class SandboxBackend(Protocol):
@@ -39,42 +40,44 @@ class SandboxBackend(Protocol):
     async def get_file(self, path: str, *, max_bytes: int = ...) -> bytes: ...
 
 
+class KeptSession(Protocol):
+    """What a runtime kept of a finished session for its task (`runtime.kept(outcome, ...)`):
+    the local runtime its files (restored on `open`), AgentCore the live session (stopped at
+    `aclose`)."""
+
+    async def open(self) -> SandboxBackend: ...
+
+    async def aclose(self) -> None: ...
+
+
 def keeps_final_state(runtime: Any) -> bool:
-    """Whether `runtime.run_session` can return a session's final files (`keep_state=`)."""
+    """Whether `runtime.run_session` can keep a session for its task (`keep_state=`, `kept`)."""
     run_session = getattr(runtime, "run_session", None)
     return run_session is not None and "keep_state" in inspect.signature(run_session).parameters \
-        and hasattr(runtime, "restore")
+        and hasattr(runtime, "kept")
 
 
 class FinalSandbox:
-    """A finished session's files, opened again (lazily, isolated like the session) for the task
-    to inspect; closed when its rollout is scored."""
+    """A finished session as its task inspects it: what the runtime kept, opened on first use,
+    released (`aclose`, whether opened or not) once its rollout is scored."""
 
     def __init__(self, runtime: Any, outcome: SessionOutcome, *, session_id: str) -> None:
         self.session_id = session_id
-        self._runtime = runtime
-        self._state = outcome.final_state
-        self._why_missing = outcome.final_state_error
-        self._stack: contextlib.AsyncExitStack | None = None
+        self._runtime_name = type(runtime).__name__
+        self._kept: KeptSession | None = (
+            runtime.kept(outcome, session_id=session_id) if keeps_final_state(runtime) else None)
         self._live: Any = None
         self._opening = asyncio.Lock()
 
     async def _backend(self) -> Any:
         async with self._opening:
             if self._live is None:
-                if self._state is None:
-                    raise SandboxError(self._missing())
-                self._stack = contextlib.AsyncExitStack()
-                self._live = await self._stack.enter_async_context(
-                    self._runtime.restore(self._state, session_id=self.session_id))
+                if self._kept is None:
+                    raise SandboxError(
+                        f"session {self.session_id}: the {self._runtime_name} keeps no session "
+                        "for the sandbox fixture; use runtime=local or runtime=agentcore")
+                self._live = await self._kept.open()
             return self._live
-
-    def _missing(self) -> str:
-        if not keeps_final_state(self._runtime):
-            return (f"session {self.session_id}: the {type(self._runtime).__name__} keeps no final "
-                    "files for the sandbox fixture yet; use runtime=local")
-        return (f"session {self.session_id} kept no final files: "
-                f"{self._why_missing or 'the session ended before it started'}")
 
     async def exec(self, argv: Sequence[str], **kwargs: Any) -> Any:
         return await (await self._backend()).exec(argv, **kwargs)
@@ -86,9 +89,9 @@ class FinalSandbox:
         return await (await self._backend()).get_file(path, **kwargs)
 
     async def aclose(self) -> None:
-        if self._stack is not None:
-            stack, self._stack, self._live = self._stack, None, None
-            await stack.aclose()
+        kept, self._kept, self._live = self._kept, None, None
+        if kept is not None:
+            await kept.aclose()
 
 
 class Sandbox:

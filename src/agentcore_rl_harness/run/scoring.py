@@ -16,14 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ERROR_TEXT_LIMIT, HarnessError, RewardError, failure_text
+from ..errors import ERROR_TEXT_LIMIT, HarnessError, RewardError, SandboxError, failure_text
 from ..records import Rollout, Status, Trace, Usage
 from ..store import json_safe
 from ..tasks import AGENT_REWARD
 from .cases import Case, Episode
 
 # Fixtures a task body may use when the harness scores a rollout itself (outside a pytest item).
-OFFLINE_FIXTURES = ("rollout", "row", "agentcore_rl_config", "gateway", "backend")
+OFFLINE_FIXTURES = ("rollout", "row", "agentcore_rl_config", "gateway", "backend", "sandbox")
 
 Caller = Callable[..., Any]  # runs a sync or async function to completion, returns its value
 
@@ -45,6 +45,8 @@ class RolloutHandle:
         self.elapsed_s = episode.outcome.elapsed_s
         self.rewards: dict[str, float] = {}
         self.reward: float | None = None
+        self.task = episode.case.spec.name
+        self._sandbox = episode.sandbox  # an arl.Sandbox when the task keeps its sessions
 
     @classmethod
     def from_record(cls, rollout: Rollout) -> "RolloutHandle":
@@ -63,7 +65,23 @@ class RolloutHandle:
         handle.elapsed_s = rollout.elapsed_s
         handle.rewards = dict(rollout.rewards)
         handle.reward = rollout.reward
+        handle.task = rollout.task
+        handle._sandbox = None  # a recorded rollout's session is gone
         return handle
+
+    @property
+    def sandbox(self) -> Any:
+        """The session's `arl.Sandbox` for the test body and reward functions: locally its final
+        files, on AgentCore the live session; released once the rollout is scored."""
+        if self._sandbox is None:
+            if self.episode is None:
+                raise SandboxError(f"rollout {self.row_id} s{self.sample_index} was recorded "
+                                   "before this run resumed: its session is gone")
+            raise SandboxError(
+                f"task {self.task} keeps no sessions for inspection: declare "
+                f"@arl.task(..., sandbox=True) (a test body that takes the `sandbox` fixture "
+                "turns it on by itself) to use rollout.sandbox in its rewards")
+        return self._sandbox
 
     def __repr__(self) -> str:
         return (
@@ -180,6 +198,8 @@ def drop_bad_rewards(handle: RolloutHandle) -> list[str]:
 def offline_arguments(case: Case, handle: RolloutHandle, fixtures: dict[str, Any]) -> dict:
     """Arguments for calling a task body outside pytest; other fixtures are a clear error."""
     available = {"rollout": handle, "row": dict(case.row), **fixtures}
+    if handle._sandbox is not None:
+        available["sandbox"] = handle._sandbox
     names = list(inspect.signature(case.spec.fn).parameters)
     missing = [name for name in names if name not in available]
     if missing:

@@ -1,16 +1,32 @@
-"""A session's final files, kept after it ends: packed as a gzip tar, bounded, and unpacked safely.
+"""A session's final files, kept after it ends: packed, bounded, unpacked safely, and restored.
 
-Packed from the host side after the session's processes are dead: symlinks are stored as links
-(never followed), sockets and devices skipped. Unpacked with tarfile's `data` filter, so no
-member can land outside the target directory or carry a device node or setuid bit.
+Packed as a gzip tar from the host side after the session's processes are dead: symlinks are
+stored as links (never followed), sockets and devices skipped. Unpacked with tarfile's `data`
+filter, so no member can land outside the target directory or carry a device node or setuid bit.
+`restore` opens the files again in a fresh sandbox isolated like the session (its own namespaces,
+uid and limits) for the task to inspect; `KeptFiles` is what the local runtime hands the run core
+for one finished session (`LocalRuntime.kept`), restored on first use and removed at `aclose()`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
+import os
+import shutil
+import signal
 import stat
 import tarfile
+import tempfile
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
+
+from ..errors import SandboxError
+from ._processes import SpawnedChild, killpg, log_rmtree_error, terminate
+from .isolation import Isolation, SessionUid
+from .sandbox import SessionSandbox
 
 SKIPPED_NAMES = frozenset({".agent.sock", "agent-stderr.log"})
 
@@ -61,3 +77,94 @@ def unpack(data: bytes, target: Path) -> None:
                 or destination.is_symlink():
             raise tarfile.OutsideDestinationError(tarfile.TarInfo(name), str(destination))
         destination.symlink_to(link_target)
+
+
+def keep(workdir: Path, *, max_bytes: int) -> tuple[bytes | None, str | None]:
+    """(the packed files, None), or (None, why they were not kept: too large, unreadable)."""
+    try:
+        return pack(workdir, max_bytes=max_bytes), None
+    except StateTooLarge as exc:
+        return None, f"{exc}; raise runtime.final_state_mb to keep larger sessions' files"
+    except OSError as exc:
+        return None, f"cannot pack the session's files: {exc}"
+
+
+@contextlib.asynccontextmanager
+async def restore(
+    final_state: bytes, *, isolation: Isolation, base: Path, workdir: str | None,
+    environment: Callable[[Path, str], dict[str, str]], session_id: str,
+    startup_timeout_s: float, kill_grace_s: float,
+) -> AsyncIterator[SessionSandbox]:
+    """A sandbox over `final_state` in a new directory under `base` (`workdir`, the session's old
+    one, when free: absolute paths then hold), held open by an idle first process."""
+    directory = Path(workdir) if workdir else None
+    try:
+        if directory is None or directory.parent != base:
+            raise FileExistsError  # only a session directory of this runtime's is reused
+        directory.mkdir(mode=0o700)
+    except FileExistsError:
+        directory = Path(tempfile.mkdtemp(prefix="arl-restored-", dir=base))
+    process = None
+    info_read = info_write = None
+    try:
+        await asyncio.to_thread(unpack, final_state, directory)
+        env = environment(directory, str(directory))
+        isolation.prepare(directory)
+        if isolation.namespaced:
+            info_read, info_write = os.pipe()
+        plan = isolation.launch(["sleep", "infinity"], workdir=directory, info_fd=info_write)
+        process = await asyncio.create_subprocess_exec(
+            *plan.argv, cwd=directory, env=env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            preexec_fn=plan.preexec, pass_fds=plan.pass_fds,
+        )
+        if info_write is not None:
+            os.close(info_write)
+            info_write = None
+        child = SpawnedChild(process, info_fd=info_read)
+        info_read = None
+        host_pid = process.pid
+        if isolation.namespaced:
+            host_pid = await child.wait_sandbox_pid(startup_timeout_s)
+        sandbox = SessionSandbox(session_id=session_id, isolation=isolation, host_pid=host_pid,
+                                 workdir=str(directory), env=env)
+        try:
+            yield sandbox
+        finally:
+            await sandbox.aclose()
+            await terminate(child, kill_grace_s=kill_grace_s)
+    finally:
+        for fd in (info_read, info_write):
+            if fd is not None:
+                os.close(fd)
+        if process is not None and process.returncode is None:
+            killpg(process.pid, signal.SIGKILL)
+        shutil.rmtree(directory, onerror=log_rmtree_error)
+        if isinstance(isolation, SessionUid):
+            isolation.release(directory)
+
+
+class KeptFiles:
+    """One finished local session's kept files for its task: restored as a sandbox on first
+    `open()`, removed at `aclose()` (nothing of the session itself is still running)."""
+
+    def __init__(self, runtime: Any, final_state: bytes | None, why_missing: str | None, *,
+                 session_id: str) -> None:
+        self.session_id = session_id
+        self._runtime = runtime
+        self._state = final_state
+        self._why_missing = why_missing
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    async def open(self) -> SessionSandbox:
+        if self._state is None:
+            raise SandboxError(f"session {self.session_id} kept no final files: "
+                               f"{self._why_missing or 'the session ended before it started'}")
+        self._stack = contextlib.AsyncExitStack()
+        return await self._stack.enter_async_context(
+            self._runtime.restore(self._state, session_id=self.session_id))
+
+    async def aclose(self) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()

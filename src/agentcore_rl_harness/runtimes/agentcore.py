@@ -9,6 +9,9 @@ until it ends (agentcore-rl-toolkit's `AgentCoreRuntimeApp`, see `_invocations.p
 StopRuntimeSession, on every exit path: success, failure, timeout, cancellation and `aclose()`.
 `sandbox(session_id)` runs commands and moves files in a session through
 InvokeAgentRuntimeCommand (`_acr_commands.py`); its background commands are killed before the stop.
+With `keep_state=True` a completed session is not stopped at once: it stays live (and counted
+in `live_sessions`, but not against `concurrency`, so scoring can never wait on it) until its
+task is scored (`release`) or the runtime closes.
 The S3 triple (`exp_id`, `input_id`, `s3_bucket`) is sent only in the `s3` mode.
 
 InvokeAgentRuntime is not idempotent: boto3's default retries ran one agent handler three times
@@ -50,6 +53,7 @@ from .base import AgentRef
 
 if TYPE_CHECKING:
     from ._acr_commands import AcrSessionSandbox
+    from ._acr_kept import KeptAcrSession
 
 logger = logging.getLogger(__name__)
 
@@ -177,8 +181,11 @@ class AgentCoreRuntime:
     # -- the AgentRuntime seam --------------------------------------------------------------------
 
     async def run_session(
-        self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float
+        self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float,
+        keep_state: bool = False,
     ) -> SessionOutcome:
+        """`keep_state`: a session that completed stays live (not stopped) for its task to
+        inspect through `kept(...)`/`sandbox(...)`, until `release(session_id)` or `aclose()`."""
         arn, region = self._target(agent.task)
         low, high = SESSION_ID_LENGTH
         if not low <= len(session_id) <= high:
@@ -194,6 +201,7 @@ class AgentCoreRuntime:
             started = time.monotonic()
             self._live[session_id] = (arn, region)
             progress = self._s3.PollProgress()
+            kept = False
             try:
                 try:
                     async with asyncio.timeout(timeout_s):
@@ -211,9 +219,22 @@ class AgentCoreRuntime:
                     )
                 except self._calls.SessionFailed as failure:
                     return _outcome(failure.status, None, f"{failure.error} [{arn}]", started)
+                kept = keep_state
                 return _outcome(Status.COMPLETED, result, None, started)
             finally:
-                await self._stop_whatever_happens(session_id)
+                if not kept:
+                    await self._stop_whatever_happens(session_id)
+
+    def kept(self, outcome: SessionOutcome, *, session_id: str) -> KeptAcrSession:
+        """The session `run_session(keep_state=True)` kept live, for its task; stopped at its
+        `aclose()`."""
+        from ._acr_kept import KeptAcrSession
+
+        return KeptAcrSession(self, outcome, session_id=session_id)
+
+    async def release(self, session_id: str) -> None:
+        """Stop a kept session (its background commands killed first); a stopped one: no-op."""
+        await self._stop_whatever_happens(session_id)
 
     async def aclose(self) -> None:
         """Stop every live session, wait for pending stops; later `run_session` calls raise."""

@@ -16,13 +16,15 @@
 - `none`: the session runs as the harness user; only asked for, and warned about.
 
 Resource limits (`SandboxLimits`: address space, file size, open files, processes) apply in
-every mode; the session's wall time is the runtime's own timeout. Network is shared with the
-host (the gateway needs loopback); the gateway refuses any request without the session's own
-unguessable key.
+every mode; the session's wall time is the runtime's own timeout. Network (`network.py`): under
+bubblewrap a session has its own network namespace and reaches only what is relayed into it (the
+gateway, `runtime.network.allow`); `uid` and `none` share the host's network, where the gateway
+refuses any request without the session's own unguessable key.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import logging
@@ -35,8 +37,10 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
+from .network import NetworkPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -94,17 +98,24 @@ class Isolation:
     namespaced = False  # commands can be run inside a live session by joining its namespaces
 
     def __init__(self, limits: SandboxLimits, *, hidden: Sequence[Path] = (),
-                 readable: Sequence[Path] = (), writable: Sequence[Path] = ()) -> None:
+                 readable: Sequence[Path] = (), writable: Sequence[Path] = (),
+                 network: NetworkPolicy | None = None) -> None:
         self.limits = limits
+        self.network = network or NetworkPolicy(mode="host")
         self.hidden = tuple(hidden)
         self.readable = tuple(readable)
         self.writable = tuple(writable)
+
+    @property
+    def isolates_network(self) -> bool:
+        """Sessions get their own network namespace (reaching only what is relayed in)."""
+        return False
 
     def prepare(self, workdir: Path) -> None:
         """Make `workdir` (just created by the harness) the session's own."""
 
     def launch(self, argv: Sequence[str], *, workdir: Path, readable: Iterable[Path] = (),
-               info_fd: int | None = None) -> LaunchPlan:
+               info_fd: int | None = None, hosts_file: Path | None = None) -> LaunchPlan:
         """The plan that starts `argv` as the session's first process, in `workdir`."""
         return LaunchPlan(list(argv), preexec=self._preexec)
 
@@ -127,7 +138,7 @@ class SessionUid(Isolation):
     name = "uid"
     _counter = itertools.count()
 
-    def __init__(self, limits: SandboxLimits, **kwargs: Sequence[Path]) -> None:
+    def __init__(self, limits: SandboxLimits, **kwargs: Any) -> None:
         super().__init__(limits, **kwargs)
         self._uids: dict[Path, int] = {}
 
@@ -142,7 +153,7 @@ class SessionUid(Isolation):
         return self._uids[workdir]
 
     def launch(self, argv: Sequence[str], *, workdir: Path, readable: Iterable[Path] = (),
-               info_fd: int | None = None) -> LaunchPlan:
+               info_fd: int | None = None, hosts_file: Path | None = None) -> LaunchPlan:
         uid = self._uids[workdir]
         return LaunchPlan(list(argv), preexec=functools.partial(self._drop_to, uid), user=uid)
 
@@ -167,12 +178,16 @@ class Bubblewrap(Isolation):
     name = "bwrap"
     namespaced = True
 
-    def __init__(self, limits: SandboxLimits, *, bwrap: str, **kwargs: Sequence[Path]) -> None:
+    def __init__(self, limits: SandboxLimits, *, bwrap: str, **kwargs: Any) -> None:
         super().__init__(limits, **kwargs)
         self.bwrap = bwrap
 
+    @property
+    def isolates_network(self) -> bool:
+        return self.network.isolated
+
     def launch(self, argv: Sequence[str], *, workdir: Path, readable: Iterable[Path] = (),
-               info_fd: int | None = None) -> LaunchPlan:
+               info_fd: int | None = None, hosts_file: Path | None = None) -> LaunchPlan:
         command = [
             self.bwrap, "--die-with-parent", "--new-session",
             "--unshare-user", "--uid", str(_SANDBOX_UID), "--gid", str(_SANDBOX_UID),
@@ -180,6 +195,10 @@ class Bubblewrap(Isolation):
             "--hostname", "arl-session", "--cap-drop", "ALL",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
         ]
+        if self.isolates_network:
+            command.append("--unshare-net")
+            if hosts_file is not None:
+                command += ["--ro-bind", str(hosts_file), "/etc/hosts"]
         for path in _hidden_roots(self.hidden, workdir):
             command += ["--tmpfs", str(path)]
         rebound = _rebinds(self.hidden, workdir, [*self.readable, *readable])
@@ -201,6 +220,7 @@ class Bubblewrap(Isolation):
         nsenter = shutil.which("nsenter") or "nsenter"
         command = [
             nsenter, f"--target={host_pid}", "--user", "--mount", "--pid", "--ipc", "--uts",
+            *(["--net"] if self.isolates_network else []),
             f"--setuid={_SANDBOX_UID}", f"--setgid={_SANDBOX_UID}", f"--wd={cwd}", "--",
         ]
         return LaunchPlan([*command, *argv], preexec=self._preexec)
@@ -278,6 +298,7 @@ class IsolationChoice:
     hidden: tuple[Path, ...] = ()  # added to default_hidden()
     readable: tuple[Path, ...] = ()  # bound back read-only into every session
     writable: tuple[Path, ...] = ()  # shared read-write by every session (a cache; never data)
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)  # bwrap: what sessions reach
 
 
 def build_isolation(choice: IsolationChoice, *, base_dir: Path | None = None) -> Isolation:
@@ -287,14 +308,23 @@ def build_isolation(choice: IsolationChoice, *, base_dir: Path | None = None) ->
             f"runtime.isolation must be one of {', '.join(ISOLATION_KINDS)}, got {choice.kind!r}"
         )
     choice.limits.check()
+    choice.network.check()
     hidden = (*default_hidden(base_dir), *(Path(p).resolve() for p in choice.hidden))
     readable = (*python_paths(), *(Path(p).resolve() for p in choice.readable))
     writable = tuple(Path(p).resolve() for p in choice.writable)
-    kwargs = {"hidden": hidden, "readable": readable, "writable": writable}
+    kwargs: dict[str, Any] = {"hidden": hidden, "readable": readable, "writable": writable,
+                              "network": choice.network}
     bwrap = shutil.which("bwrap")
     why_not = "bubblewrap (bwrap) is not installed" if bwrap is None else bwrap_works(bwrap)
     if choice.kind in ("auto", "bwrap") and why_not is None:
         assert bwrap is not None
+        if choice.network.isolated and os.geteuid() != 0:
+            # setns(2) into a network namespace needs CAP_SYS_ADMIN in the caller's own user
+            # namespace too: an unprivileged harness cannot relay the gateway in.
+            logger.warning("runtime.network.mode=isolated needs the harness to run as root (it "
+                           "joins each session's network namespace to relay the gateway in); "
+                           "sessions share the host's network (runtime.network.mode=host)")
+            kwargs["network"] = dataclasses.replace(choice.network, mode="host")
         return Bubblewrap(choice.limits, bwrap=bwrap, **kwargs)
     if choice.kind == "bwrap":
         raise ConfigError(
@@ -308,7 +338,7 @@ def build_isolation(choice: IsolationChoice, *, base_dir: Path | None = None) ->
     if choice.kind == "uid" or (choice.kind == "auto" and can_switch_uid):
         if choice.kind == "auto":
             logger.warning("session isolation: %s; falling back to a uid per session "
-                           "(runtime.isolation=uid)", why_not)
+                           "(runtime.isolation=uid), which shares the host's network", why_not)
         return SessionUid(choice.limits, **kwargs)
     if choice.kind == "auto":
         logger.warning("session isolation: %s and this is not root, so sessions are NOT isolated "

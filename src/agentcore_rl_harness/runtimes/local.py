@@ -27,9 +27,10 @@ count (and is not in `elapsed_s`).
 
 Long because one session's life (a slot, its directory, its isolation, process start by spawn or
 fork, readiness, the invoke, its result, the kill and cleanup on every exit path, the live
-sandbox, the kept final state) is one state machine over the runtime's registry of live
-sessions. What does not need that registry is separate: `isolation.py`, `sandbox.py`,
-`_zygote*.py`, `_agent_server.py`, `_results.py`, `_final_state.py`.
+sandbox) is one state machine over the runtime's registry of live sessions. What does not need
+that registry is separate: `isolation.py`, `sandbox.py`, `_zygote*.py`, `_agent_server.py`,
+`_results.py`, `_processes.py` (the session process and its end), `_local_session.py` (the
+session record, agent failures), `_final_state.py` (the kept files and their restore).
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +54,20 @@ import httpx
 
 from ..errors import RuntimeStartError
 from ..records import SessionOutcome, Status
+from . import _final_state
 from . import _invocations as invocations
-from ._results import ResultError, parse_invocation_body
-from ._zygote_pool import ForkedChild, ZygoteFailed, ZygotePool, read_tail
+from ._local_session import (
+    AgentFailed,
+    LocalSession,
+    error_text,
+    loopback_client,
+    parse_result,
+    resolve_agent,
+    section,
+    stderr_section,
+)
+from ._processes import Child, SpawnedChild, log_rmtree_error, terminate
+from ._zygote_pool import ZygoteFailed, ZygotePool
 from .base import AgentRef
 from .isolation import (
     START_METHODS,
@@ -66,6 +77,7 @@ from .isolation import (
     SessionUid,
     build_isolation,
 )
+from .network import Destination, SessionNetwork, url_destination
 from .sandbox import SessionSandbox
 
 logger = logging.getLogger(__name__)
@@ -73,89 +85,9 @@ logger = logging.getLogger(__name__)
 SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
 _SERVER_SCRIPT = Path(__file__).with_name("_agent_server.py")
 _HARNESS_SRC = Path(__file__).resolve().parents[2]
-_STDERR_TAIL_BYTES = 2048
 _EXIT_WAIT_S = 1.0
-_REAP_WAIT_S = 5.0
 _AGENT_SOCKET = ".agent.sock"
 _MAX_UNIX_PATH = 107
-
-
-class _AgentFailed(Exception):
-    """Internal: the session ends as `status` with `error` (agent failure is data)."""
-
-    def __init__(self, status: Status, error: str) -> None:
-        super().__init__(error)
-        self.status = status
-        self.error = error
-
-
-class _SpawnedChild:
-    """A session process started by `spawn`, with the same face as `ForkedChild`."""
-
-    def __init__(self, process: asyncio.subprocess.Process, info_fd: int | None = None) -> None:
-        self.process = process
-        self.pid: int | None = process.pid
-        self._info_fd = info_fd
-        self._sandbox_pid: int | None = None
-
-    def sandbox_pid(self) -> int | None:
-        """The host pid of the first process inside the session's namespaces (bubblewrap's
-        `--info-fd` child-pid), or the process itself without namespaces."""
-        if self._info_fd is None:
-            return self.pid
-        if self._sandbox_pid is None:
-            with contextlib.suppress(OSError, ValueError):
-                info = os.read(self._info_fd, 65536)
-                self._sandbox_pid = int(json.loads(info.split(b"}")[0] + b"}")["child-pid"])
-        return self._sandbox_pid
-
-    @property
-    def returncode(self) -> int | None:
-        return self.process.returncode
-
-    @property
-    def exited(self) -> bool:
-        return self.process.returncode is not None
-
-    async def read_ready(self) -> bytes:
-        assert self.process.stdout is not None
-        return await self.process.stdout.readline()
-
-    async def wait(self) -> int | None:
-        return await self.process.wait()
-
-    def exit_state(self) -> str:
-        code = self.process.returncode
-        return f"exit code {code}" if code is not None else "process still running"
-
-    def send_signal(self, sig: signal.Signals) -> None:
-        _killpg(self.process.pid, sig)
-
-    def close(self) -> None:
-        """Release bubblewrap's info pipe (`wait()` reaped the process)."""
-        if self._info_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._info_fd)
-            self._info_fd = None
-
-
-_Child = _SpawnedChild | ForkedChild
-
-
-@dataclass
-class _Session:
-    workdir: Path
-    session_id: str = ""
-    child: _Child | None = None
-    env: dict[str, str] | None = None
-    sandbox: SessionSandbox | None = None
-    keep_state: bool = False
-    final_state: bytes | None = None
-    final_state_error: str | None = None
-
-    @property
-    def stderr_path(self) -> Path:
-        return self.workdir / "agent-stderr.log"
 
 
 class LocalRuntime:
@@ -233,8 +165,8 @@ class LocalRuntime:
         self.final_state_max_bytes = final_state_max_bytes
         self.start_method = start_method
         self._slots = asyncio.Semaphore(concurrency)
-        self._live: set[_Child] = set()
-        self._sessions: dict[str, _Session] = {}
+        self._live: set[Child] = set()
+        self._sessions: dict[str, LocalSession] = {}
         self._closed = False
         self._zygotes = (
             ZygotePool(
@@ -261,11 +193,11 @@ class LocalRuntime:
             if self._closed:
                 raise RuntimeStartError("LocalRuntime is closed; create a new one to run sessions")
             started = time.monotonic()
-            session = _Session(Path(tempfile.mkdtemp(prefix="arl-session-", dir=self._base())),
+            session = LocalSession(Path(tempfile.mkdtemp(prefix="arl-session-", dir=self._base())),
                                session_id=session_id, keep_state=keep_state)
             try:
                 result = await self._run(session, agent, payload, timeout_s)
-            except _AgentFailed as failure:
+            except AgentFailed as failure:
                 status, result, error = failure.status, None, failure.error
             else:
                 status, error = Status.COMPLETED, None
@@ -274,62 +206,22 @@ class LocalRuntime:
                 final_state=session.final_state, final_state_error=session.final_state_error,
             )
 
-    @contextlib.asynccontextmanager
-    async def restore(self, final_state: bytes, *, session_id: str = "restored",
-                      workdir: str | None = None) -> Any:
+    def restore(self, final_state: bytes, *, session_id: str = "restored",
+                workdir: str | None = None) -> contextlib.AbstractAsyncContextManager[SessionSandbox]:
         """A sandbox over a finished session's files (`final_state`), isolated like a session:
         `async with runtime.restore(outcome.final_state) as sandbox: await sandbox.exec(...)`.
         `workdir` (the session's old directory) is reused when free, so absolute paths hold."""
-        from ._final_state import unpack
+        return _final_state.restore(
+            final_state, isolation=self.isolation, workdir=workdir, session_id=session_id,
+            base=(self._base() or Path(tempfile.gettempdir())).resolve(),
+            environment=self._environment, startup_timeout_s=self.startup_timeout_s,
+            kill_grace_s=self.kill_grace_s,
+        )
 
-        base = (self._base() or Path(tempfile.gettempdir())).resolve()
-        directory = Path(workdir) if workdir else None
-        try:
-            if directory is None or directory.parent != base:
-                raise FileExistsError  # only a session directory of this runtime's is reused
-            directory.mkdir(mode=0o700)
-        except FileExistsError:
-            directory = Path(tempfile.mkdtemp(prefix="arl-restored-", dir=base))
-        process = None
-        info_read = info_write = None
-        try:
-            await asyncio.to_thread(unpack, final_state, directory)
-            env = self._environment(directory, str(directory))
-            self.isolation.prepare(directory)
-            if self.isolation.namespaced:
-                info_read, info_write = os.pipe()
-            plan = self.isolation.launch(["sleep", "infinity"], workdir=directory, info_fd=info_write)
-            process = await asyncio.create_subprocess_exec(
-                *plan.argv, cwd=directory, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-                preexec_fn=plan.preexec, pass_fds=plan.pass_fds,
-            )
-            if info_write is not None:
-                os.close(info_write)
-                info_write = None
-            child = _SpawnedChild(process, info_fd=info_read)
-            info_read = None
-            host_pid = process.pid
-            if self.isolation.namespaced:
-                async with asyncio.timeout(self.startup_timeout_s):
-                    while (host_pid := child.sandbox_pid()) is None:
-                        await asyncio.sleep(0.01)
-            sandbox = SessionSandbox(session_id=session_id, isolation=self.isolation,
-                                     host_pid=host_pid, workdir=str(directory), env=env)
-            try:
-                yield sandbox
-            finally:
-                await sandbox.aclose()
-                await self._terminate(child)
-        finally:
-            for fd in (info_read, info_write):
-                if fd is not None:
-                    os.close(fd)
-            if process is not None and process.returncode is None:
-                _killpg(process.pid, signal.SIGKILL)
-            shutil.rmtree(directory, onerror=_log_rmtree_error)
-            if isinstance(self.isolation, SessionUid):
-                self.isolation.release(directory)
+    def kept(self, outcome: SessionOutcome, *, session_id: str) -> _final_state.KeptFiles:
+        """What `run_session(keep_state=True)` kept of a session, for its task to inspect."""
+        return _final_state.KeptFiles(self, outcome.final_state, outcome.final_state_error,
+                                      session_id=session_id)
 
     def _base(self) -> Path | None:
         if self.base_dir is not None:
@@ -359,7 +251,7 @@ class LocalRuntime:
             raise SandboxError(f"no live local session {session_id!r}: a sandbox exists only "
                                "while its session runs")
         if session.sandbox is None:
-            host_pid = child.sandbox_pid() if isinstance(child, _SpawnedChild) else child.pid
+            host_pid = child.sandbox_pid() if isinstance(child, SpawnedChild) else child.pid
             if host_pid is None:
                 raise SandboxError(f"session {session_id!r} has not started its process yet")
             session.sandbox = SessionSandbox(
@@ -371,13 +263,17 @@ class LocalRuntime:
     # -- one session ------------------------------------------------------------------------
 
     async def _run(
-        self, session: _Session, agent: AgentRef, payload: dict[str, Any], timeout_s: float
+        self, session: LocalSession, agent: AgentRef, payload: dict[str, Any], timeout_s: float
     ) -> dict[str, Any]:
         deadline = asyncio.get_running_loop().time() + timeout_s
         session_id = session.session_id
         self._sessions[session_id] = session
         try:
-            spec, import_root = _resolve_agent(agent)
+            spec, import_root = resolve_agent(agent)
+            if self.isolation.isolates_network:
+                session.network = SessionNetwork(
+                    self._destinations(payload),
+                    hosts_path=session.workdir.with_name(session.workdir.name + ".hosts"))
             try:
                 async with asyncio.timeout_at(deadline):
                     port = await self._start(session, spec, import_root)
@@ -388,12 +284,20 @@ class LocalRuntime:
                     )
                     return await self._invoke(session, port, session_id, payload, key)
             except TimeoutError:
-                raise _AgentFailed(
+                raise AgentFailed(
                     Status.TIMEOUT,
                     f"agent {spec} did not answer within {timeout_s:g}s (session {session_id})",
                 ) from None
         finally:
             await self._cleanup(session)
+
+    def _destinations(self, payload: dict[str, Any]) -> list[Destination]:
+        """What an isolated session may reach: its gateway, the S3 stand-in, `network.allow`."""
+        urls = [str((payload.get("_rollout") or {}).get("base_url") or "")]
+        if self._sink is not None:
+            urls.append(self._sink.url)
+        found = [url_destination(url) for url in urls]
+        return [*(d for d in found if d is not None), *self.isolation.network.destinations()]
 
     def _environment(self, home: Path, import_root: str) -> dict[str, str]:
         """The scrubbed environment of a process living in `home` (its HOME; TMPDIR inside)."""
@@ -418,7 +322,7 @@ class LocalRuntime:
                 env[name] = os.environ[name]
         return env
 
-    async def _start(self, session: _Session, spec: str, import_root: str) -> int | str:
+    async def _start(self, session: LocalSession, spec: str, import_root: str) -> int | str:
         env = self._environment(session.workdir, import_root)
         session.env = env
         self.isolation.prepare(session.workdir)
@@ -427,26 +331,29 @@ class LocalRuntime:
                 session.child = await self._launch(session, spec, import_root, env)
                 self._live.add(session.child)
                 port = await self._read_address(session, spec)
+                if session.network is not None and isinstance(session.child, SpawnedChild):
+                    await session.network.start(await session.child.wait_sandbox_pid(
+                        self.startup_timeout_s))
                 await self._wait_healthy(session, port, spec)
         except TimeoutError:
-            raise _AgentFailed(
+            raise AgentFailed(
                 Status.TIMEOUT,
                 f"agent {spec} did not become ready within startup_timeout_s="
-                f"{self.startup_timeout_s:g}s" + _stderr_section(session),
+                f"{self.startup_timeout_s:g}s" + stderr_section(session),
             ) from None
         return port
 
     async def _launch(
-        self, session: _Session, spec: str, import_root: str, env: dict[str, str]
-    ) -> _Child:
+        self, session: LocalSession, spec: str, import_root: str, env: dict[str, str]
+    ) -> Child:
         if self._zygotes is not None:
             try:
                 return await self._zygotes.fork(
                     spec=spec, import_root=import_root, workdir=session.workdir, env=env
                 )
             except ZygoteFailed as failure:
-                raise _AgentFailed(
-                    failure.status, failure.error + _section(failure.stderr_tail)
+                raise AgentFailed(
+                    failure.status, failure.error + section(failure.stderr_tail)
                 ) from None
         python = shutil.which(self.python)
         if python is None:
@@ -471,8 +378,10 @@ class LocalRuntime:
         if self.isolation.namespaced:
             info_read, info_write = os.pipe()
             os.set_blocking(info_read, False)
-        plan = self.isolation.launch(argv, workdir=session.workdir, info_fd=info_write,
-                                     readable=[Path(import_root), _HARNESS_SRC])
+        plan = self.isolation.launch(
+            argv, workdir=session.workdir, info_fd=info_write,
+            readable=[Path(import_root), _HARNESS_SRC],
+            hosts_file=session.network.hosts_file if session.network is not None else None)
         try:
             with open(session.stderr_path, "wb") as stderr_file:
                 if plan.user is not None:
@@ -498,9 +407,9 @@ class LocalRuntime:
         finally:
             if info_write is not None:
                 os.close(info_write)
-        return _SpawnedChild(process, info_fd=info_read)
+        return SpawnedChild(process, info_fd=info_read)
 
-    async def _read_address(self, session: _Session, spec: str) -> int | str:
+    async def _read_address(self, session: LocalSession, spec: str) -> int | str:
         assert session.child is not None
         line = await session.child.read_ready()
         if not line:
@@ -512,12 +421,12 @@ class LocalRuntime:
                 session, f"agent {spec} wrote an unexpected ready line {line[:200]!r}"
             ) from None
         if "error" in ready:
-            raise _AgentFailed(Status.AGENT_ERROR, f"cannot load the agent: {ready['error']}")
+            raise AgentFailed(Status.AGENT_ERROR, f"cannot load the agent: {ready['error']}")
         return str(ready["unix"]) if "unix" in ready else int(ready["port"])
 
-    async def _wait_healthy(self, session: _Session, port: int | str, spec: str) -> None:
+    async def _wait_healthy(self, session: LocalSession, port: int | str, spec: str) -> None:
         assert session.child is not None
-        async with _loopback_client(port) as client:
+        async with loopback_client(port) as client:
             while True:
                 if session.child.exited:
                     raise await self._exited(session, f"agent {spec} exited before it was ready")
@@ -530,11 +439,11 @@ class LocalRuntime:
                 await asyncio.sleep(0.02)
 
     async def _invoke(
-        self, session: _Session, port: int | str, session_id: str, payload: dict[str, Any],
+        self, session: LocalSession, port: int | str, session_id: str, payload: dict[str, Any],
         key: str | None = None,
     ) -> dict[str, Any]:
         # No per-request timeout: the session deadline (asyncio.timeout_at) governs.
-        async with _loopback_client(port, timeout=None) as c:
+        async with loopback_client(port, timeout=None) as c:
             try:
                 response = await c.post(
                     "/invocations", json=payload, headers={SESSION_HEADER: session_id}
@@ -544,33 +453,33 @@ class LocalRuntime:
                     session, f"agent dropped the connection while answering ({exc!r})"
                 ) from None
             if not 200 <= response.status_code < 300:
-                raise _AgentFailed(
+                raise AgentFailed(
                     Status.AGENT_ERROR,
-                    f"agent returned HTTP {response.status_code}: {_error_text(response)}"
-                    + _stderr_section(session),
+                    f"agent returned HTTP {response.status_code}: {error_text(response)}"
+                    + stderr_section(session),
                 )
-            answer = _parse_result(response, session)
+            answer = parse_result(response, session)
             if key is not None and invocations.is_background_accept(answer):
                 return await self._s3_result(session, str(answer.get("result_key") or key))
             return await self._settle(c, session, session_id, answer)
 
-    async def _s3_result(self, session: _Session, key: str) -> dict[str, Any]:
+    async def _s3_result(self, session: LocalSession, key: str) -> dict[str, Any]:
         from ._acr_calls import SessionFailed
 
         try:
             return await self._sink.result(self.s3_bucket, key)
         except SessionFailed as failure:
-            raise _AgentFailed(failure.status, failure.error + _stderr_section(session)) from None
+            raise AgentFailed(failure.status, failure.error + stderr_section(session)) from None
 
     async def _settle(
-        self, c: httpx.AsyncClient, session: _Session, session_id: str, answer: dict[str, Any]
+        self, c: httpx.AsyncClient, session: LocalSession, session_id: str, answer: dict[str, Any]
     ) -> dict[str, Any]:
         """Follow an answer that is not the result yet (agentcore-rl-toolkit's app classes)."""
 
         async def get(invocation_id: str) -> Any:
             response = await c.post("/invocations", json=invocations.get_payload(invocation_id),
                                     headers={SESSION_HEADER: session_id})
-            return _parse_result(response, session)
+            return parse_result(response, session)
 
         async def ping() -> str:
             return str((await c.get("/ping")).json().get("status"))
@@ -580,26 +489,28 @@ class LocalRuntime:
                 answer, get=get, ping=ping, poll_initial_s=0.05, poll_max_s=1.0
             )
         except invocations.InvocationFailed as failure:
-            raise _AgentFailed(Status.AGENT_ERROR, f"{failure}{_stderr_section(session)}") from None
+            raise AgentFailed(Status.AGENT_ERROR, f"{failure}{stderr_section(session)}") from None
         except httpx.TransportError as exc:
             raise await self._exited(session, f"agent dropped the connection ({exc!r})") from None
 
-    async def _exited(self, session: _Session, what: str) -> _AgentFailed:
+    async def _exited(self, session: LocalSession, what: str) -> AgentFailed:
         """The failure for a child that is gone (or going): exit code plus the stderr tail."""
         child = session.child
         assert child is not None
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_EXIT_WAIT_S):
                 await child.wait()
-        return _AgentFailed(
-            Status.AGENT_ERROR, f"{what}; {child.exit_state()}" + _stderr_section(session)
+        return AgentFailed(
+            Status.AGENT_ERROR, f"{what}; {child.exit_state()}" + stderr_section(session)
         )
 
     # -- cleanup ------------------------------------------------------------------------------
 
-    async def _cleanup(self, session: _Session) -> None:
+    async def _cleanup(self, session: LocalSession) -> None:
         self._sessions.pop(session.session_id, None)
         try:
+            if session.network is not None:
+                await session.network.aclose()
             if session.sandbox is not None:
                 await session.sandbox.aclose()
             if session.child is not None:
@@ -609,110 +520,16 @@ class LocalRuntime:
                     session.child.send_signal(signal.SIGKILL)
                     raise
             if session.keep_state:
-                await self._keep_state(session)
+                session.final_state, session.final_state_error = await asyncio.to_thread(
+                    _final_state.keep, session.workdir, max_bytes=self.final_state_max_bytes)
         finally:
-            shutil.rmtree(session.workdir, onerror=_log_rmtree_error)
+            shutil.rmtree(session.workdir, onerror=log_rmtree_error)
             if isinstance(self.isolation, SessionUid):
                 self.isolation.release(session.workdir)
 
-    async def _keep_state(self, session: _Session) -> None:
-        from ._final_state import StateTooLarge, pack
-
+    async def _terminate(self, child: Child) -> None:
         try:
-            session.final_state = await asyncio.to_thread(
-                pack, session.workdir, max_bytes=self.final_state_max_bytes)
-        except StateTooLarge as exc:
-            session.final_state_error = (f"{exc}; raise runtime.final_state_mb to keep larger "
-                                         "sessions' files")
-        except OSError as exc:
-            session.final_state_error = f"cannot pack the session's files: {exc}"
-
-    async def _terminate(self, child: _Child) -> None:
-        """SIGTERM the session's process group, SIGKILL it after the grace period."""
-        try:
-            child.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(self.kill_grace_s):
-                    await child.wait()
-            except TimeoutError:
-                logger.warning("agent pid %s ignored SIGTERM; killing it", child.pid)
-            child.send_signal(signal.SIGKILL)  # also reaps grandchildren left in the group
-            try:
-                async with asyncio.timeout(_REAP_WAIT_S):
-                    await child.wait()
-            except TimeoutError:
-                logger.warning("agent pid %s did not exit after SIGKILL", child.pid)
+            await terminate(child, kill_grace_s=self.kill_grace_s)
         finally:
-            child.close()
             self._live.discard(child)
 
-
-def _resolve_agent(agent: AgentRef) -> tuple[str, str]:
-    """The child's `--agent` spec (file paths made absolute) and the directory to import from."""
-    if not agent.agent:
-        raise _AgentFailed(
-            Status.AGENT_ERROR,
-            f"task {agent.task!r} names no agent; the local runtime needs a file or module:app",
-        )
-    target, sep, attr = agent.agent.rpartition(":")
-    if not (sep and target and attr.isidentifier()):
-        target, attr = agent.agent, ""
-    if target.endswith(".py") or os.sep in target:
-        path = Path(target).resolve()
-        if not path.is_file():
-            raise _AgentFailed(Status.AGENT_ERROR, f"agent file not found: {path}")
-        return (f"{path}:{attr}" if attr else str(path)), str(path.parent)
-    return agent.agent, os.getcwd()
-
-
-def _loopback_client(address: int | str, timeout: float | None = 5.0) -> httpx.AsyncClient:
-    """A plain-HTTP client for the agent's port (or unix socket path): no proxies from the
-    environment, and no TLS context (building one loads the CA bundle, ~50 ms of CPU per client)."""
-    if isinstance(address, str):
-        return httpx.AsyncClient(
-            base_url="http://agent", transport=httpx.AsyncHTTPTransport(uds=address, verify=False),
-            trust_env=False, timeout=timeout,
-        )
-    return httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{address}",
-        transport=httpx.AsyncHTTPTransport(verify=False),
-        trust_env=False,
-        timeout=timeout,
-    )
-
-
-def _killpg(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _log_rmtree_error(function: Any, path: str, exc_info: Any) -> None:
-    logger.warning("could not remove session file %s: %s", path, exc_info[1])
-
-
-def _section(stderr_tail: str) -> str:
-    if not stderr_tail:
-        return ""
-    return f"\n--- agent stderr (last {_STDERR_TAIL_BYTES} bytes) ---\n{stderr_tail}"
-
-
-def _stderr_section(session: _Session) -> str:
-    return _section(read_tail(session.stderr_path, _STDERR_TAIL_BYTES))
-
-
-def _error_text(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:_STDERR_TAIL_BYTES]
-    if isinstance(body, dict) and "error" in body:
-        return str(body["error"])
-    return json.dumps(body)[:_STDERR_TAIL_BYTES]
-
-
-def _parse_result(response: httpx.Response, session: _Session) -> dict[str, Any]:
-    try:
-        return parse_invocation_body(response.content, response.headers.get("content-type", ""))
-    except ResultError as exc:
-        suffix = _stderr_section(session) if exc.streamed_error else ""
-        raise _AgentFailed(Status.AGENT_ERROR, f"{exc}{suffix}") from None

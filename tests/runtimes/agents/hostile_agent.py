@@ -1,6 +1,7 @@
-"""Two roles for the isolation tests. `victim`: write a secret in its own directory, then wait.
+"""Three roles for the isolation tests. `victim`: write a secret in its own directory, then wait.
 `attacker`: try to list, read, write, signal and ptrace the victim and the harness, and report
-what each attempt got (the test asserts every one was refused)."""
+what each attempt got (the test asserts every one was refused). `network`: try to reach servers
+outside the session and the gateway it was given, and report what each attempt got."""
 
 import ctypes
 import glob
@@ -43,8 +44,30 @@ def connect_unix(path):
     return "connected"
 
 
+def fetch(host, port):
+    """Send a line over TCP and return the first line that comes back."""
+    with socket.create_connection((host, port), timeout=5) as sock:
+        sock.sendall(b"hello\n")
+        return sock.makefile("rb").readline().decode()
+
+
+def reach_out(payload):
+    gateway = payload["_rollout"]["base_url"].split("//")[1].split("/")[0].rsplit(":", 1)
+    return {
+        "gateway": attempt(lambda: fetch(gateway[0], int(gateway[1]))),
+        "outside_loopback": attempt(lambda: fetch("127.0.0.1", payload["outside_port"])),
+        "outside_by_name": attempt(lambda: fetch("localhost", payload["outside_port"])),
+        "allowed": attempt(lambda: fetch("127.0.0.1", payload["allowed_port"])),
+        "public_address": attempt(lambda: fetch("1.1.1.1", 53)),
+        "dns": attempt(lambda: socket.getaddrinfo("example.com", 443)),
+        "hosts": attempt(lambda: open("/etc/hosts").read()),
+    }
+
+
 @app.entrypoint
 def invoke(payload):
+    if payload["role"] == "network":
+        return reach_out(payload)
     if payload["role"] == "victim":
         with open("SECRET_FROM_A", "w") as secret:
             secret.write("the victim's secret")

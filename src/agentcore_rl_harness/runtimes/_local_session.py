@@ -1,0 +1,109 @@
+"""One local session's record, and the helpers that turn what its agent did into results or
+failures (`AgentFailed`, with the tail of its stderr), shared by `local.py`'s session steps."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ..records import Status
+from ._processes import Child
+from ._results import ResultError, parse_invocation_body
+from ._zygote_pool import read_tail
+from .base import AgentRef
+from .sandbox import SessionSandbox
+
+STDERR_TAIL_BYTES = 2048
+
+
+class AgentFailed(Exception):
+    """Internal: the session ends as `status` with `error` (agent failure is data)."""
+
+    def __init__(self, status: Status, error: str) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+
+
+@dataclass
+class LocalSession:
+    workdir: Path
+    session_id: str = ""
+    child: Child | None = None
+    env: dict[str, str] | None = None
+    sandbox: SessionSandbox | None = None
+    keep_state: bool = False
+    final_state: bytes | None = None
+    final_state_error: str | None = None
+    network: Any = None  # a network.SessionNetwork when the session's network is isolated
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.workdir / "agent-stderr.log"
+
+
+def resolve_agent(agent: AgentRef) -> tuple[str, str]:
+    """The child's `--agent` spec (file paths made absolute) and the directory to import from."""
+    if not agent.agent:
+        raise AgentFailed(
+            Status.AGENT_ERROR,
+            f"task {agent.task!r} names no agent; the local runtime needs a file or module:app",
+        )
+    target, sep, attr = agent.agent.rpartition(":")
+    if not (sep and target and attr.isidentifier()):
+        target, attr = agent.agent, ""
+    if target.endswith(".py") or os.sep in target:
+        path = Path(target).resolve()
+        if not path.is_file():
+            raise AgentFailed(Status.AGENT_ERROR, f"agent file not found: {path}")
+        return (f"{path}:{attr}" if attr else str(path)), str(path.parent)
+    return agent.agent, os.getcwd()
+
+
+def loopback_client(address: int | str, timeout: float | None = 5.0) -> httpx.AsyncClient:
+    """A plain-HTTP client for the agent's port (or unix socket path): no proxies from the
+    environment, and no TLS context (building one loads the CA bundle, ~50 ms of CPU per client)."""
+    if isinstance(address, str):
+        return httpx.AsyncClient(
+            base_url="http://agent", transport=httpx.AsyncHTTPTransport(uds=address, verify=False),
+            trust_env=False, timeout=timeout,
+        )
+    return httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{address}",
+        transport=httpx.AsyncHTTPTransport(verify=False),
+        trust_env=False,
+        timeout=timeout,
+    )
+
+
+def section(stderr_tail: str) -> str:
+    if not stderr_tail:
+        return ""
+    return f"\n--- agent stderr (last {STDERR_TAIL_BYTES} bytes) ---\n{stderr_tail}"
+
+
+def stderr_section(session: LocalSession) -> str:
+    return section(read_tail(session.stderr_path, STDERR_TAIL_BYTES))
+
+
+def error_text(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:STDERR_TAIL_BYTES]
+    if isinstance(body, dict) and "error" in body:
+        return str(body["error"])
+    return json.dumps(body)[:STDERR_TAIL_BYTES]
+
+
+def parse_result(response: httpx.Response, session: LocalSession) -> dict[str, Any]:
+    try:
+        return parse_invocation_body(response.content, response.headers.get("content-type", ""))
+    except ResultError as exc:
+        suffix = stderr_section(session) if exc.streamed_error else ""
+        raise AgentFailed(Status.AGENT_ERROR, f"{exc}{suffix}") from None
