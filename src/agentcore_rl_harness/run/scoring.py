@@ -23,7 +23,7 @@ from ..tasks import AGENT_REWARD
 from .cases import Case, Episode
 
 # Fixtures a task body may use when the harness scores a rollout itself (outside a pytest item).
-OFFLINE_FIXTURES = ("rollout", "row", "agentcore_rl_config", "gateway", "backend")
+OFFLINE_FIXTURES = ("rollout", "row", "agentcore_rl_config", "gateway", "backend", "sandbox")
 
 Caller = Callable[..., Any]  # runs a sync or async function to completion, returns its value
 
@@ -258,15 +258,21 @@ class Scorer:
     """Scores episodes with their tasks; `call` runs task code (sync or async) to completion and
     `fixtures()` gives what a body may ask for when the harness calls it (OFFLINE_FIXTURES)."""
 
-    def __init__(self, *, run_id: str, call: Caller, fixtures: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, *, run_id: str, call: Caller, fixtures: Callable[[], dict[str, Any]],
+                 sandbox: Callable[[Any], Any] | None = None) -> None:
+        """`sandbox` wraps an episode's kept session (`Episode.sandbox`) as the `sandbox` fixture."""
         self.run_id = run_id
         self.call = call
         self.fixtures = fixtures
+        self.sandbox = sandbox
 
     def score(self, case: Case, episode: Episode) -> Rollout:
         """Rewards, then the body, as a pytest item would; the rollout as it will be recorded."""
         handle = RolloutHandle(episode)
-        verdict = score_offline(case, handle, self.call, self.fixtures())
+        fixtures = self.fixtures()
+        if episode.sandbox is not None and self.sandbox is not None:
+            fixtures = {**fixtures, "sandbox": self.sandbox(episode.sandbox)}
+        verdict = score_offline(case, handle, self.call, fixtures)
         return self.rollout(case, episode, handle, verdict)
 
     def before_body(self, handle: RolloutHandle) -> None:
