@@ -150,6 +150,33 @@ class EvalConfig:
             raise ConfigError("eval.split must name a dataset split (e.g. test)")
 
 
+WARMUP_SOURCES = ("oracle", "run:DIR", "dataset:PATH")
+
+
+@dataclass(frozen=True)
+class WarmupConfig:
+    """The `warmup` node: supervised steps on demonstrations before RL (`run` / `train` modes)."""
+
+    enabled: bool = False
+    source: str = "oracle"  # oracle | run:DIR (its successful train-row rollouts) | dataset:PATH
+    steps: int = 20  # supervised steps
+    batch_size: int = 8  # demonstrations per step (a seeded, epoch-cycling order)
+    lr: float | None = None  # null = trainer.lr
+    max_demonstrations: int | None = None  # cap on demonstrations; null = every train row's
+    eval: bool = True  # run mode: evaluate the test rows after the warm-up (phase "warmup")
+
+    def validate(self) -> None:
+        kind, _, where = self.source.partition(":")
+        if not (self.source == "oracle" or (kind in ("run", "dataset") and where)):
+            raise ConfigError(f"warmup.source={self.source!r}; valid choices: {list(WARMUP_SOURCES)}")
+        for name in ("steps", "batch_size", "max_demonstrations"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"warmup.{name}={value} must be >= 1")
+        if self.lr is not None and not self.lr > 0:
+            raise ConfigError(f"warmup.lr={self.lr} must be > 0 (or null for trainer.lr)")
+
+
 @dataclass(frozen=True)
 class GatesConfig:
     """The `gates` group: CI gates that turn the exit status non-zero (DESIGN.md, Exit status)."""
@@ -314,6 +341,7 @@ class HarnessConfig:
     report: ReportConfig = field(default_factory=ReportConfig)
     seed: int = 0
     trainer: Any = None  # a TrainerSection, built from the `trainer` and `algo` nodes
+    warmup: WarmupConfig = field(default_factory=WarmupConfig)
     agent: str = TASK_AGENT  # task: each task's own agent; oracle / null: a sanity agent; or a file / module:app
 
 
@@ -331,6 +359,17 @@ def check_agent(agent: str, runtime_kind: str) -> None:
             f"agent={agent} runs a local app in place of the task's agent, which "
             f"runtime={runtime_kind} cannot do (it maps tasks to deployed runtimes); use runtime=local"
         )
+
+
+def check_warmup(typed: HarnessConfig) -> None:
+    """A warm-up needs a trainer with a supervised step (`trainers/registry.py`, `sft`)."""
+    from .trainers.registry import sft_trainers, spec_for
+
+    kind = typed.trainer.trainer.kind
+    if typed.warmup.enabled and not spec_for(kind).sft:
+        raise ConfigError(
+            f"warmup.enabled=true: trainer={kind} has no supervised warm-up step yet (trainers with "
+            f"one: {list(sft_trainers())}); use one of those or set warmup.enabled=false")
 
 
 VALID_CHOICES = {
@@ -423,9 +462,10 @@ def compose_config(
         value = getattr(getattr(typed, section), name)
         if value not in choices:
             raise ConfigError(f"{key}={value!r} is not supported; valid choices: {list(choices)}")
-    for section in (typed.gateway, typed.eval, typed.gates, typed.report):
+    for section in (typed.gateway, typed.eval, typed.gates, typed.report, typed.warmup):
         section.validate()
     check_agent(typed.agent, typed.runtime.kind)
+    check_warmup(typed)
     return ComposedConfig(typed=typed, resolved=resolved, overrides=overrides, source=label)
 
 

@@ -54,6 +54,7 @@ class Run:
     train_steps: list[dict[str, Any]] = field(default_factory=list)
     train_steps_total: int | None = None
     training_error: str | None = None
+    warmup: dict[str, Any] | None = None  # train/warmup.json of this run's warm-up
     infra_errors: int = 0
     other_failures: int = 0
     gate_failures: list[str] = field(default_factory=list)
@@ -175,6 +176,8 @@ class Run:
                 if pre:
                     self.write(f"agentcore-rl pre-eval: {len(pre)} rollouts")
                     self.offline_phase(pre)
+            if self.config.typed.warmup.enabled and start_step == 0:  # a checkpoint holds it already
+                self._warm_up(specs, cases)
             plan = harness.train_plan()
             self.train_steps_total = plan.steps
             if start_step >= plan.steps:
@@ -187,6 +190,20 @@ class Run:
             self.training_error = f"{type(exc).__name__}: {exc}"
             self.infra_errors += 1
             self.write(f"agentcore-rl: training failed: {self.training_error}")
+
+    def _warm_up(self, specs: list[TaskSpec], cases: list[Case]) -> None:
+        """Supervised steps on train-row demonstrations (`warmup.py`); in `run` mode the item
+        cases are then evaluated once more (phase "warmup"), so the report pairs all three."""
+        from .warmup import warm_up
+
+        self.warmup = warm_up(self, specs)
+        if self.mode == "run" and self.config.typed.warmup.eval:
+            done = {case_key(r) for r in self.rollouts if r.phase == "warmup"}
+            warm = [dataclasses.replace(case, phase="warmup") for case in cases]
+            warm = [case for case in warm if case_key(case) not in done]
+            if warm:
+                self.write(f"agentcore-rl eval after the warm-up: {len(warm)} rollouts")
+                self.offline_phase(warm)
 
     def offline_phase(self, cases: list[Case]) -> list[Rollout]:
         """Roll out and score a batch the harness scores itself (pre-eval)."""
