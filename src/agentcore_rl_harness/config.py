@@ -53,6 +53,7 @@ class RuntimeConfig:
     hidden_paths: tuple[str, ...] = ()  # bwrap: also hidden from sessions (the run dir always is)
     readable_paths: tuple[str, ...] = ()  # bwrap: bound back read-only into every session
     final_state_mb: int = 16  # the most of a session's final files kept for the sandbox fixture
+    keep_final_state: bool = True  # also save them in the run dir (states/) for `agentcore-rl rescore`
     concurrency: int = 8
     startup_timeout_s: float = 60.0
     env_passthrough: tuple[str, ...] = ()

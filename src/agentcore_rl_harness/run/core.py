@@ -223,7 +223,13 @@ class Run:
         return self._record(rollout)
 
     def _release(self, episode: Episode) -> None:
-        """Scored: what the episode held (its sandbox) can go."""
+        """Scored: the session's final files are saved for `rescore` (`states.py`), then what the
+        episode held (its sandbox) can go."""
+        sandbox = episode.sandbox
+        if sandbox is not None and self.config.typed.runtime.keep_final_state and self.rundir.opened:
+            from . import states
+
+            states.save(self.run_dir, episode.session_id, sandbox.state, sandbox.why_missing)
         if episode.held:
             self.parts().loop.run(episode.held.release())
 

@@ -69,6 +69,15 @@ class FinalSandbox:
                     self._runtime.restore(self._state, session_id=self.session_id))
             return self._live
 
+    @property
+    def state(self) -> bytes | None:
+        """The session's final files (gzip tar), or None."""
+        return self._state
+
+    @property
+    def why_missing(self) -> str | None:
+        return None if self._state is not None else self._missing()
+
     def _missing(self) -> str:
         if not keeps_final_state(self._runtime):
             return (f"session {self.session_id}: the {type(self._runtime).__name__} keeps no final "

@@ -185,7 +185,7 @@ def offline_arguments(case: Case, handle: RolloutHandle, fixtures: dict[str, Any
     if missing:
         raise TypeError(
             f"task {case.spec.name} uses fixture(s) {missing}; when the harness scores "
-            f"training rollouts itself only {list(OFFLINE_FIXTURES)} are available"
+            f"rollouts itself (pre-eval, training, rescore) only {sorted(available)} are available"
         )
     return {name: available[name] for name in names}
 
