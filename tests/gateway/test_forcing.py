@@ -154,3 +154,22 @@ def test_with_a_scoring_sampler_forced_tokens_carry_the_policys_logprobs(tiny_mo
     for offset, logprob in trained:
         position = trace.prompt_length + offset
         assert logprob == pytest.approx(float(recomputed[position - 1, trace.token_ids[position]]), abs=2e-3)
+
+
+def test_the_admin_api_opens_a_scripted_session(gateway_factory):
+    import httpx
+
+    server, sampler = gateway_factory([], admin_token="secret-token")
+    admin = server.base_url.removesuffix("/v1") + "/admin/sessions"
+    headers = {"X-Admin-Token": "secret-token"}
+    bad = httpx.post(admin, json={"script": [{"content": 3}]}, headers=headers)
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "script_invalid"
+    assert "_script[0].content must be a string" in bad.json()["error"]["message"]
+    opened = httpx.post(admin, json={"script": SCRIPT[2:]}, headers=headers)
+    assert opened.status_code == 201
+    session_id = opened.json()["session_id"]
+    client = openai.OpenAI(base_url=server.base_url, api_key=session_id, max_retries=0)
+    reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "2 * 19?"}])
+    assert reply.choices[0].message.content == "The answer is 38." and sampler.calls == []
+    finished = httpx.post(f"{admin}/{session_id}/finish", headers=headers).json()
+    assert finished["traces"][0]["metadata"]["teacher_forced"] is True

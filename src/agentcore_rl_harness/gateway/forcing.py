@@ -10,8 +10,9 @@ those tokens like any sampled reply. The real agent then runs the real tools, an
 traces are an exact demonstration: the forced tokens carry loss mask 1.
 
 Logprobs of forced tokens: the policy's own (`sampler.score`, under softmax(logits / temperature)
-at the session's temperature, 1 for greedy) when the sampler can score, else 0.0; traces say
+at the session's temperature, 1 for greedy) when the sampler can score them, else 0.0; traces say
 which in `metadata["forced_logprobs"]` ("policy" or "zero") and carry `teacher_forced: true`.
+A forced turn is not cut at the session's `max_tokens`: a demonstration is kept whole.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import HarnessError
+from ..errors import HarnessError, SamplingError
 from ..records import FinishReason, SampleResult, SamplingParams
 from .rendering import Message, Renderer, message_key, normalize_message
 
@@ -116,10 +117,13 @@ async def forced_sample(*, sampler: Any, renderer: Renderer, prompt_token_ids: S
     logprobs: tuple[float, ...] = (0.0,) * len(token_ids)
     if score is not None and prompt_token_ids:
         temperature = params.temperature if params.temperature > 0 else 1.0
-        logprobs = tuple(float(v) for v in await score(
-            prompt_token_ids=list(prompt_token_ids), completion_token_ids=list(token_ids),
-            temperature=temperature))
-        source = "policy"
+        try:
+            logprobs = tuple(float(v) for v in await score(
+                prompt_token_ids=list(prompt_token_ids), completion_token_ids=list(token_ids),
+                temperature=temperature))
+            source = "policy"
+        except SamplingError:  # e.g. an engine that scores at temperature 1 only: say "zero"
+            logprobs = (0.0,) * len(token_ids)
     version = int(getattr(sampler, "policy_version", policy_version) or 0)
     return SampleResult(token_ids=token_ids, logprobs=logprobs, finish_reason=FinishReason.STOP,
                         policy_version=version), source

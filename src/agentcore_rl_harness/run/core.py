@@ -54,7 +54,6 @@ class Run:
     train_steps: list[dict[str, Any]] = field(default_factory=list)
     train_steps_total: int | None = None
     training_error: str | None = None
-    warmup: dict[str, Any] | None = None  # train/warmup.json of this run's warm-up
     infra_errors: int = 0
     other_failures: int = 0
     gate_failures: list[str] = field(default_factory=list)
@@ -196,7 +195,7 @@ class Run:
         cases are then evaluated once more (phase "warmup"), so the report pairs all three."""
         from .warmup import warm_up
 
-        self.warmup = warm_up(self, specs)
+        warm_up(self, specs)
         if self.mode == "run" and self.config.typed.warmup.eval:
             done = {case_key(r) for r in self.rollouts if r.phase == "warmup"}
             warm = [dataclasses.replace(case, phase="warmup") for case in cases]
