@@ -13,13 +13,26 @@ def correct(rollout, row):
     return float(rollout.result.get("answer") == row["answer"])
 
 
+def oracle(row):
+    """The reference episode, played through the real agent under agent=oracle (teacher forcing):
+    one calculator call, then the answer. The same conversation is the warm-up's demonstration."""
+    expression = row["question"].removeprefix("What is ").rstrip("?")
+    return {
+        "answer": row["answer"],
+        "_script": [
+            {"tool_calls": [{"name": "calculator", "arguments": {"expression": expression}}]},
+            {"content": f"The answer is {row['answer']}."},
+        ],
+    }
+
+
 @arl.task(
     dataset="data/arith.jsonl",
     agent="../agents/calculator.py",
     samples=4,
     rewards=[correct],
     payload=lambda row: {"prompt": row["question"]},
-    oracle="answer",  # agent=oracle submits {"answer": row["answer"]}
+    oracle=oracle,
 )
 def test_arith(rollout, row):
     assert rollout.reward == 1.0, f"expected {row['answer']}, got {rollout.result.get('answer')}"

@@ -1,4 +1,4 @@
-"""The `agentcore-rl` console script: models, gateway, report, sweep."""
+"""The `agentcore-rl` console script: models, gateway, report, rescore, sweep."""
 
 from __future__ import annotations
 
@@ -77,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, default=None,
                         help="compare: where compare.json/md go (default: B's directory)")
 
+    rescore = commands.add_parser(
+        "rescore", help="score recorded rollouts again with the tasks as they are now (no agents run)")
+    rescore.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    rescore.add_argument("--tasks", type=Path, default=None, metavar="PATH",
+                         help="the tasks' folder or test file (default: tasks/ if present, else .)")
+
     commands.add_parser(
         "sweep", add_help=False,
         help="Hydra app: one pytest session per job (`agentcore-rl sweep --help`)",
@@ -130,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      context_budget_tokens=args.context_budget_tokens),
             )
             return 0
+        if args.command == "rescore":
+            return _rescore(args.run_dir, args.tasks)
         if args.command == "report":
             if args.target[0] == "compare":
                 return _compare(args.target[1:], args.out)
@@ -168,6 +176,22 @@ def _report(run_dir: Path, tokenizer: Path | None) -> int:
     loaded = load_run(run_dir)
     write_reports(loaded.run_dir, loaded.report, loaded.rollouts, tokenizer=tokenizer)
     print(f"{run_dir}: {verdict_line(loaded.report)}")
+    return 0
+
+
+def _rescore(run_dir: Path, tasks: Path | None) -> int:
+    from .integrations._tasks import tasks_under
+    from .run.rescore import rescore
+
+    if tasks is None:
+        tasks = Path("tasks") if Path("tasks").is_dir() else Path(".")
+    if not tasks.exists():
+        raise HarnessError(f"--tasks {tasks}: no such file or folder; give the folder (or test file) "
+                           "that defines the run's tasks")
+    specs, failed = tasks_under(tasks.resolve())
+    for message in failed:
+        print(f"agentcore-rl rescore: could not import: {message}", file=sys.stderr)
+    rescore(run_dir, specs, tasks_label=str(tasks))
     return 0
 
 

@@ -55,6 +55,7 @@ class RuntimeConfig:
     hidden_paths: tuple[str, ...] = ()  # bwrap: also hidden from sessions (the run dir always is)
     readable_paths: tuple[str, ...] = ()  # bwrap: bound back read-only into every session
     final_state_mb: int = 16  # the most of a session's final files kept for the sandbox fixture
+    keep_final_state: bool = True  # also save them in the run dir (states/) for `agentcore-rl rescore`
     concurrency: int = 8
     startup_timeout_s: float = 60.0
     env_passthrough: tuple[str, ...] = ()
@@ -150,6 +151,33 @@ class EvalConfig:
             raise ConfigError(f"eval.timeout_s={self.timeout_s} must be > 0 seconds")
         if not self.split:
             raise ConfigError("eval.split must name a dataset split (e.g. test)")
+
+
+WARMUP_SOURCES = ("oracle", "run:DIR", "dataset:PATH")
+
+
+@dataclass(frozen=True)
+class WarmupConfig:
+    """The `warmup` node: supervised steps on demonstrations before RL (`run` / `train` modes)."""
+
+    enabled: bool = False
+    source: str = "oracle"  # oracle | run:DIR (its successful train-row rollouts) | dataset:PATH
+    steps: int = 20  # supervised steps
+    batch_size: int = 8  # demonstrations per step (a seeded, epoch-cycling order)
+    lr: float | None = None  # null = trainer.lr
+    max_demonstrations: int | None = None  # cap on demonstrations; null = every train row's
+    eval: bool = True  # run mode: evaluate the test rows after the warm-up (phase "warmup")
+
+    def validate(self) -> None:
+        kind, _, where = self.source.partition(":")
+        if not (self.source == "oracle" or (kind in ("run", "dataset") and where)):
+            raise ConfigError(f"warmup.source={self.source!r}; valid choices: {list(WARMUP_SOURCES)}")
+        for name in ("steps", "batch_size", "max_demonstrations"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"warmup.{name}={value} must be >= 1")
+        if self.lr is not None and not self.lr > 0:
+            raise ConfigError(f"warmup.lr={self.lr} must be > 0 (or null for trainer.lr)")
 
 
 @dataclass(frozen=True)
@@ -341,6 +369,7 @@ class HarnessConfig:
     report: ReportConfig = field(default_factory=ReportConfig)
     seed: int = 0
     trainer: Any = None  # a TrainerSection, built from the `trainer` and `algo` nodes
+    warmup: WarmupConfig = field(default_factory=WarmupConfig)
     agent: str = TASK_AGENT  # task: each task's own agent; oracle / null: a sanity agent; or a file / module:app
     logger: dict[str, Any] = field(default_factory=dict)  # tracker name -> its typed node (trackers/)
 
@@ -359,6 +388,17 @@ def check_agent(agent: str, runtime_kind: str) -> None:
             f"agent={agent} runs a local app in place of the task's agent, which "
             f"runtime={runtime_kind} cannot do (it maps tasks to deployed runtimes); use runtime=local"
         )
+
+
+def check_warmup(typed: HarnessConfig) -> None:
+    """A warm-up needs a trainer with a supervised step (`trainers/registry.py`, `sft`)."""
+    from .trainers.registry import sft_trainers, spec_for
+
+    kind = typed.trainer.trainer.kind
+    if typed.warmup.enabled and not spec_for(kind).sft:
+        raise ConfigError(
+            f"warmup.enabled=true: trainer={kind} has no supervised warm-up step yet (trainers with "
+            f"one: {list(sft_trainers())}); use one of those or set warmup.enabled=false")
 
 
 VALID_CHOICES = {
@@ -452,10 +492,11 @@ def compose_config(
         value = getattr(getattr(typed, section), name)
         if value not in choices:
             raise ConfigError(f"{key}={value!r} is not supported; valid choices: {list(choices)}")
-    for section in (typed.gateway, typed.eval, typed.gates, typed.report):
+    for section in (typed.gateway, typed.eval, typed.gates, typed.report, typed.warmup):
         section.validate()
     typed.runtime.network.check()
     check_agent(typed.agent, typed.runtime.kind)
+    check_warmup(typed)
     return ComposedConfig(typed=typed, resolved=resolved, overrides=overrides, source=label)
 
 

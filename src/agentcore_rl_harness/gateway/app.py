@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from starlette.applications import Starlette
@@ -48,6 +49,7 @@ class OpenSessionBody(BaseModel):
 
     session_id: str | None = None
     sampling: AdminSampling | None = None
+    script: list[dict[str, Any]] | None = None  # assistant turns to teacher-force (forcing.py)
 
 
 def create_app(
@@ -97,7 +99,8 @@ def create_app(
         require_admin(request)
         body = validated(OpenSessionBody, await read_json(request, max_body_bytes))
         sampling = None if body.sampling is None else _sampling_params(body.sampling, renderer, context_window)
-        session_id = sessions.open(session_id=body.session_id, sampling=sampling)
+        forced = {} if body.script is None else {"script": body.script}
+        session_id = sessions.open(session_id=body.session_id, sampling=sampling, **forced)
         return JSONResponse({"session_id": session_id}, 201)
 
     @errors_as(openai_error)

@@ -35,6 +35,7 @@ from .sessions import (
     TurnLimitError,
     UnknownSessionError,
 )
+from .forcing import ScriptError
 from .turn import ContextLengthError
 
 try:  # optional: a faster JSON codec, used where its output is the same JSON
@@ -84,7 +85,7 @@ def status_of(exc: Exception) -> tuple[int, str | None]:
         return 409, "conflict"
     if isinstance(exc, SamplingError):
         return 502, "sampling_failed"
-    if isinstance(exc, ContextLengthError):
+    if isinstance(exc, (ContextLengthError, ScriptError)):
         return 400, exc.code
     return 400, None
 
@@ -101,7 +102,8 @@ def errors_as(shape: ErrorShape) -> Callable[[Handler], Handler]:
         async def wrapped(request: Request) -> Response:
             try:
                 return await handler(request)
-            except (ApiError, SessionError, RenderError, WireError, SamplingError, ContextLengthError) as exc:
+            except (ApiError, SessionError, RenderError, WireError, SamplingError, ContextLengthError,
+                    ScriptError) as exc:
                 status, code = status_of(exc)
                 if isinstance(exc, SamplingError):
                     _count_gateway_error(request)

@@ -30,7 +30,8 @@ from typing import Any
 
 from ..errors import ConfigError, HarnessError
 from ..records import HistoryMode, SampleResult, SamplingParams, SessionLimits, Trace, Usage
-from .rendering import ParsedReply, Renderer
+from .forcing import ScriptError, normalize_script
+from .rendering import Message, ParsedReply, Renderer
 from .trajectory import PromptPlan, Turn, TurnTree, chain_metadata
 
 __all__ = [
@@ -94,8 +95,11 @@ class Session:
 
     def __init__(self, session_id: str, sampling: SamplingParams, renderer: Renderer,
                  limits: SessionLimits = SessionLimits(), clock: Callable[[], float] = time.monotonic, *,
-                 history: str = "exact") -> None:
+                 history: str = "exact", script: Sequence[Message] | None = None) -> None:
         self.session_id = session_id
+        self.script: tuple[Message, ...] | None = None if script is None else tuple(script)
+        self._script_used = 0
+        self.forced_logprobs: str | None = None  # "policy" or "zero" once a turn was forced
         self.sampling = sampling
         self.limits = limits
         self._clock = clock
@@ -165,6 +169,21 @@ class Session:
             self._in_flight += 1
             self.last_active = self._clock()
 
+    def next_scripted(self) -> tuple[int, Message]:
+        """The next turn of a scripted session (`forcing.py`), and its index; a `ScriptError`
+        when the agent asks for more turns than the script has."""
+        with self._lock:
+            assert self.script is not None, "not a scripted session"
+            index = self._script_used
+            if index >= len(self.script):
+                self._events["script_exhausted"] = self._events.get("script_exhausted", 0) + 1
+                raise ScriptError(
+                    f"session {self.session_id!r} is teacher-forced from a script of {len(self.script)} "
+                    f"assistant turns and the agent asked for turn {index + 1}; give the oracle's "
+                    "_script every turn the agent asks for", code="script_exhausted")
+            self._script_used += 1
+            return index, self.script[index]
+
     def end_turn(self) -> None:
         with self._lock:
             self._in_flight -= 1
@@ -222,10 +241,15 @@ class Session:
             metadata["reaped"] = reaped is not None
             limits_hit = [name for name in LIMIT_NAMES if name in self._limits_hit]
             metadata["limits_hit"] = limits_hit
+            extra: dict[str, Any] = {"limits_hit": limits_hit} if limits_hit else {}
+            if self.script is not None:
+                forced = {"teacher_forced": True, "forced_logprobs": self.forced_logprobs,
+                          "script_turns_used": self._script_used, "script_turns": len(self.script)}
+                metadata.update(forced)
+                extra.update(forced)
             traces = self._tree.traces()
-            if limits_hit:
-                traces = tuple(dataclasses.replace(t, metadata={**t.metadata, "limits_hit": limits_hit})
-                               for t in traces)
+            if extra:
+                traces = tuple(dataclasses.replace(t, metadata={**t.metadata, **extra}) for t in traces)
             return FinishedSession(
                 session_id=self.session_id, traces=traces, turns=len(turns),
                 usage=Usage(self._prompt_tokens, self._completion_tokens), metadata=metadata,
@@ -255,7 +279,11 @@ class SessionStore:
         self._reaped: dict[str, FinishedSession] = {}
         self._finished: set[str] = set()
 
-    def open(self, *, session_id: str | None = None, sampling: SamplingParams | None = None) -> str:
+    def open(self, *, session_id: str | None = None, sampling: SamplingParams | None = None,
+             script: Sequence[Mapping[str, Any]] | None = None) -> str:
+        """Open a session; with `script` (assistant turns, `forcing.normalize_script`) its model
+        calls are teacher-forced from it instead of sampled."""
+        forced = None if script is None else normalize_script(script)
         session_id = secrets.token_urlsafe(32) if session_id is None else session_id
         if not isinstance(session_id, str) or not session_id or len(session_id) > MAX_SESSION_ID_LENGTH \
                 or not session_id.isprintable() or " " in session_id:
@@ -267,7 +295,8 @@ class SessionStore:
             if session_id in self._open or session_id in self._finished or session_id in self._reaped:
                 raise SessionExistsError(f"session {session_id!r} already exists")
             self._open[session_id] = Session(session_id, sampling or self._default_sampling,
-                                             self._renderer, self.limits, self._clock, history=self.history)
+                                             self._renderer, self.limits, self._clock, history=self.history,
+                                             script=forced)
         return session_id
 
     def get(self, session_id: str) -> Session:

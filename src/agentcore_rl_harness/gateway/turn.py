@@ -33,6 +33,7 @@ from typing import Any
 
 from ..errors import HarnessError, SamplingError
 from ..records import SampleResult, SamplingParams, Usage
+from .forcing import forced_sample
 from .rendering import ParsedReply, Renderer
 from .sampling import SamplingBackend, TokenCallback, routing_key
 from .sessions import Session
@@ -172,9 +173,12 @@ async def sample_turn(
         if prepared.exhausted:
             return TurnResult(reply=ParsedReply(content=""), sampled_finish="length",
                               usage=Usage(len(plan.prompt_token_ids), 0), turn=None)
-        extra = {} if on_token is None else {"on_token": on_token}
-        with routing_key(session.session_id):
-            sample = await sampler.sample(prompt_token_ids=plan.prompt_token_ids, params=params, **extra)
+        if session.script is not None:
+            sample = await _forced(prepared, sampler=sampler, renderer=renderer, on_token=on_token)
+        else:
+            extra = {} if on_token is None else {"on_token": on_token}
+            with routing_key(session.session_id):
+                sample = await sampler.sample(prompt_token_ids=plan.prompt_token_ids, params=params, **extra)
         _check_sample(sample)
         completion_text, reply_text = _decoded(sample.token_ids, params.stop_token_ids, renderer)
         reply = renderer.parse_reply(reply_text, tools=prepared.tools)
@@ -183,6 +187,23 @@ async def sample_turn(
         session.end_turn()
     return TurnResult(reply=reply, sampled_finish=turn.finish_reason,
                       usage=Usage(len(plan.prompt_token_ids), len(sample.token_ids)), turn=turn)
+
+
+async def _forced(prepared: PreparedTurn, *, sampler: SamplingBackend, renderer: Renderer,
+                  on_token: TokenCallback | None) -> SampleResult:
+    """A teacher-forced session's next scripted turn as the sample (`forcing.py`)."""
+    session = prepared.session
+    index, reply = session.next_scripted()
+    with routing_key(session.session_id):
+        sample, source = await forced_sample(
+            sampler=sampler, renderer=renderer, prompt_token_ids=prepared.plan.prompt_token_ids,
+            messages=prepared.plan.messages, reply=reply, index=index, tools=prepared.tools,
+            params=prepared.params)
+    session.forced_logprobs = source
+    if on_token is not None:
+        for token_id, logprob in zip(sample.token_ids, sample.logprobs):
+            on_token(token_id, logprob)
+    return sample
 
 
 async def run_turn(

@@ -48,6 +48,19 @@ def find_task(name: str, *, root: Path) -> TaskSpec:
         path_text, _, function = name.partition("::")
         path = Path(path_text)
         return load_task(f"{(path if path.is_absolute() else root / path).resolve()}::{function}")
+    found, failed = tasks_under(root)
+    if name not in found:
+        raise ConfigError(
+            f"no task named {name!r} in the test files under {root}; tasks found: "
+            f"{sorted(found) or 'none'} (pass --root DIR, or --task path/to/test_file.py::test_name)"
+            + "".join(f"\n  could not import: {message}" for message in failed)
+        )
+    return found[name]
+
+
+def tasks_under(root: Path) -> tuple[dict[str, TaskSpec], list[str]]:
+    """Every task in the test files under `root` (a folder, or one test file), by name, and the
+    files that failed to import (their errors)."""
     found: dict[str, TaskSpec] = {}
     failed: list[str] = []
     for path in _test_files(root):
@@ -62,16 +75,12 @@ def find_task(name: str, *, root: Path) -> TaskSpec:
             spec = task_spec(value)
             if spec is not None:
                 found.setdefault(spec.name, spec)
-    if name not in found:
-        raise ConfigError(
-            f"no task named {name!r} in the test files under {root}; tasks found: "
-            f"{sorted(found) or 'none'} (pass --root DIR, or --task path/to/test_file.py::test_name)"
-            + "".join(f"\n  could not import: {message}" for message in failed)
-        )
-    return found[name]
+    return found, failed
 
 
 def _test_files(root: Path) -> list[Path]:
+    if root.is_file():
+        return [root]
     files: set[Path] = set()
     for pattern in TEST_FILE_GLOBS:
         files.update(p for p in root.rglob(pattern) if not any(part.startswith(".") for part in p.parts))

@@ -240,6 +240,11 @@ def build_report(
         report.pre = _phase_report(pre, tags, **options)
         report.post = _phase_report(post, tags, **options)
         report.delta = paired_report(pre, post, tags, seed=options["seed"])
+        warm = _phase(unique, "warmup")
+        if warm:  # pre -> after the warm-up -> after RL, each step paired
+            report.warmup = _phase_report(warm, tags, **options)
+            report.warmup_delta = paired_report(pre, warm, tags, seed=options["seed"])
+            report.rl_delta = paired_report(warm, post, tags, seed=options["seed"])
     if train_steps:
         report.train = [
             TrainStep(step=line["step"], reward_mean=line.get("reward_mean"),

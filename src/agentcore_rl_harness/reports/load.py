@@ -58,6 +58,11 @@ def _run_info(run_dir: Path) -> tuple[RunInfo, dict[str, list[str]]]:
     return run, {}
 
 
+def run_info(run_dir: Path) -> tuple[RunInfo, dict[str, list[str]]]:
+    """A run directory's run section and task tags (what `agentcore-rl rescore` reports under)."""
+    return _run_info(Path(run_dir))
+
+
 def load_run(run_dir: Path) -> LoadedRun:
     """Rebuild the report of `run_dir` from rollouts.jsonl (plus its run metadata)."""
     from ..train_store import read_steps

@@ -11,11 +11,17 @@ from .text import delta_table, md_cell, num, pct, pp, verdict_line
 def _delta_section(report: Report) -> list[str]:
     if report.delta is None:
         return []
-    rows = [*report.delta.tasks.items(),
-            *((f"tag:{tag}", delta) for tag, delta in report.delta.tags.items()),
-            ("**overall**", report.delta.overall)]
-    return ["", "## Before and after training (paired by task, row and sample)", "",
-            *delta_table(rows, before="pre", after="post")]
+    sections = [("Before and after training", report.delta, "pre", "post")]
+    if report.warmup_delta is not None and report.rl_delta is not None:
+        sections += [("Before and after the supervised warm-up", report.warmup_delta, "pre", "warm-up"),
+                     ("After the warm-up and after RL (RL's own lift)", report.rl_delta, "warm-up", "post")]
+    lines = []
+    for title, deltas, before, after in sections:
+        rows = [*deltas.tasks.items(), *((f"tag:{tag}", delta) for tag, delta in deltas.tags.items()),
+                ("**overall**", deltas.overall)]
+        lines += ["", f"## {title} (paired by task, row and sample)", "",
+                  *delta_table(rows, before=before, after=after)]
+    return lines
 
 
 def _train_section(report: Report) -> list[str]:

@@ -139,6 +139,12 @@ class Report(BaseModel):
     pre: PhaseReport | None = Field(default=None, description="run mode: before training.")
     post: PhaseReport | None = Field(default=None, description="run mode: after training.")
     delta: DeltaReport | None = Field(default=None, description="run mode: paired pre vs post.")
+    warmup: PhaseReport | None = Field(
+        default=None, description="run mode with warmup.enabled: after the warm-up, before RL.")
+    warmup_delta: DeltaReport | None = Field(
+        default=None, description="run mode with a warm-up: paired pre vs after the warm-up.")
+    rl_delta: DeltaReport | None = Field(
+        default=None, description="run mode with a warm-up: paired after the warm-up vs post (RL's own lift).")
     train: list[TrainStep] | None = Field(default=None, description="The reward curve, per step.")
     outcomes: list[Outcome] = Field(
         default_factory=list, description="Per item-phase rollout, for paired comparisons.")

@@ -26,6 +26,7 @@ class Case:
     sample_index: int
     phase: str
     step: int | None = None
+    agent: str | None = None  # the agent choice (`agent=` config) for this case; None: the run's
 
     @property
     def row_id(self) -> str:

@@ -117,8 +117,11 @@ class Run:
         return self.harness
 
     def scorer(self) -> Scorer:
+        from .sandbox import Sandbox
+
         harness = self.parts()
-        return Scorer(run_id=self.run_dir.name, call=harness.call, fixtures=harness.offline_fixtures)
+        return Scorer(run_id=self.run_dir.name, call=harness.call, fixtures=harness.offline_fixtures,
+                      sandbox=lambda backend: Sandbox(backend, loop=harness.loop))
 
     def plan(self, spec: TaskSpec) -> list[PlannedItem]:
         """The items of one task in this run's mode."""
@@ -180,6 +183,8 @@ class Run:
                     self.offline_phase(pre)
                 if self.tracking:
                     self.tracking.summary(pre_eval_metrics(self.rollouts, self.config.typed.seed), step=0)
+            if self.config.typed.warmup.enabled and start_step == 0:  # a checkpoint holds it already
+                self._warm_up(specs, cases)
             plan = harness.train_plan()
             self.train_steps_total = plan.steps
             if start_step >= plan.steps:
@@ -193,6 +198,20 @@ class Run:
             self.training_error = f"{type(exc).__name__}: {exc}"
             self.infra_errors += 1
             self.write(f"agentcore-rl: training failed: {self.training_error}")
+
+    def _warm_up(self, specs: list[TaskSpec], cases: list[Case]) -> None:
+        """Supervised steps on train-row demonstrations (`warmup.py`); in `run` mode the item
+        cases are then evaluated once more (phase "warmup"), so the report pairs all three."""
+        from .warmup import warm_up
+
+        warm_up(self, specs)
+        if self.mode == "run" and self.config.typed.warmup.eval:
+            done = {case_key(r) for r in self.rollouts if r.phase == "warmup"}
+            warm = [dataclasses.replace(case, phase="warmup") for case in cases]
+            warm = [case for case in warm if case_key(case) not in done]
+            if warm:
+                self.write(f"agentcore-rl eval after the warm-up: {len(warm)} rollouts")
+                self.offline_phase(warm)
 
     def offline_phase(self, cases: list[Case]) -> list[Rollout]:
         """Roll out and score a batch the harness scores itself (pre-eval)."""
@@ -212,7 +231,14 @@ class Run:
         return self._record(rollout)
 
     def _release(self, episode: Episode) -> None:
-        """Scored: what the episode held (its sandbox) can go."""
+        """Scored: the session's final files are saved for `rescore` (`states.py`), then what the
+        episode held (its sandbox) can go."""
+        sandbox = episode.sandbox
+        if sandbox is not None and self.config.typed.runtime.keep_final_state and self.rundir.opened:
+            from . import states
+
+            final = sandbox.backend  # an arl.Sandbox over the episode's FinalSandbox
+            states.save(self.run_dir, episode.session_id, final.state, final.why_missing)
         if episode.held:
             self.parts().loop.run(episode.held.release())
 

@@ -20,7 +20,7 @@ from ..tasks import build_payload, rollout_block
 from .cases import Case, Episode, HeldResources, case_seed
 from .loop import LoopThread
 from .sandbox import FinalSandbox, Sandbox, keeps_final_state
-from .sanity import add_oracle_result, agent_for
+from .sanity import AgentPlan, add_oracle_result, plan_agent
 
 # Gateway refusals (4xx) that are the agent's doing: a failure after one stays the agent's.
 AGENT_SIDE_EVENTS = ("context_length_exceeded", "context_budget_exhausted")
@@ -30,6 +30,7 @@ class GatewaySessions(Protocol):
     """What a case needs of the gateway's session store (`gateway.sessions.SessionStore`)."""
 
     def open(self, *, session_id: str, sampling: SamplingParams) -> Any: ...
+    # also `script=` (assistant turns to teacher-force) when a case runs a scripted oracle
 
     def finish(self, session_id: str) -> Any: ...  # a FinishedSession
 
@@ -111,7 +112,10 @@ class CaseRunner:
         settings = self.settings
         session_id = new_session_id()
         seeded = replace(settings.sampling, seed=case_seed(settings.seed, case))
-        self.sessions.open(session_id=session_id, sampling=seeded)
+        started = time.monotonic()
+        agent, planning_failed = self._plan(case)
+        forced = {"script": agent.script} if agent is not None and agent.script is not None else {}
+        self.sessions.open(session_id=session_id, sampling=seeded, **forced)
         rollout_info = rollout_block(
             base_url=settings.base_url, model_id=settings.model_id, session_id=session_id,
             sampling=settings.sampling,
@@ -119,9 +123,9 @@ class CaseRunner:
         # Resources kept past the agent's answer (the session's sandbox, for the task to inspect)
         # are held here and released once the rollout is scored.
         held = HeldResources()
-        started = time.monotonic()
         try:
-            outcome = await self._invoke(case, session_id, rollout_info, started)
+            outcome = planning_failed if agent is None else await self._invoke(
+                case, agent, session_id, rollout_info, started)
         finally:
             finished = self.sessions.finish(session_id)
         sandbox = None
@@ -141,13 +145,21 @@ class CaseRunner:
             held=held,
         )
 
+    def _plan(self, case: Case) -> tuple[AgentPlan | None, SessionOutcome | None]:
+        """The case's agent (and script), or the task's failure to name one (a bad oracle)."""
+        try:
+            return plan_agent(case.spec, case.row, case.agent or self.settings.agent), None
+        except Exception as exc:  # the task's oracle (or its _script) is bad: the task's fault
+            return None, SessionOutcome(status=Status.TASK_FAILED, result=None, elapsed_s=0.0,
+                                        error="the task's oracle failed: " + failure_text(exc))
+
     async def _invoke(
-        self, case: Case, session_id: str, rollout_info: dict[str, Any], started: float
+        self, case: Case, agent: AgentPlan, session_id: str, rollout_info: dict[str, Any], started: float
     ) -> SessionOutcome:
         """Build the payload (task code: its errors fail the task) and run the agent session."""
         try:
             payload = build_payload(case.spec, case.row, rollout_info)
-            add_oracle_result(case.spec, case.row, payload, self.settings.agent)
+            add_oracle_result(agent, payload)
         except Exception as exc:  # the task's payload callable or its row: the task's fault
             return SessionOutcome(
                 status=Status.TASK_FAILED, result=None,
@@ -157,8 +169,7 @@ class CaseRunner:
         keep = {"keep_state": True} if case.spec.needs_sandbox and keeps_final_state(self.runtime) else {}
         try:
             return await self.runtime.run_session(
-                agent=AgentRef(task=case.spec.name, agent=agent_for(case.spec, self.settings.agent),
-                               input_id=case.row_id),
+                agent=AgentRef(task=case.spec.name, agent=agent.agent, input_id=case.row_id),
                 session_id=session_id,
                 payload=payload,
                 timeout_s=self.settings.timeout_s,

@@ -66,6 +66,12 @@ class FinalSandbox:
         self._runtime_name = type(runtime).__name__
         self._kept: KeptSession | None = (
             runtime.kept(outcome, session_id=session_id) if keeps_final_state(runtime) else None)
+        self._was_kept = self._kept is not None
+        self._state: bytes | None = getattr(outcome, "final_state", None)
+        self._why_missing: str | None = getattr(outcome, "final_state_error", None) or (
+            "an AgentCore Runtime session is inspected live; its files are not copied out"
+            if self._was_kept and getattr(outcome, "final_state", None) is None
+            and not hasattr(runtime, "restore") else None)
         self._live: Any = None
         self._opening = asyncio.Lock()
 
@@ -78,6 +84,23 @@ class FinalSandbox:
                         "for the sandbox fixture; use runtime=local or runtime=agentcore")
                 self._live = await self._kept.open()
             return self._live
+
+    @property
+    def state(self) -> bytes | None:
+        """The session's final files (gzip tar) where the runtime kept them as files, or None
+        (saved in the run directory for `agentcore-rl rescore`)."""
+        return self._state
+
+    @property
+    def why_missing(self) -> str | None:
+        """Why `state` is None (None when it is not)."""
+        if self._state is not None:
+            return None
+        if self._kept is None and not self._was_kept:
+            return (f"session {self.session_id}: the {self._runtime_name} keeps no final files; "
+                    "use runtime=local")
+        return (f"session {self.session_id} kept no final files: "
+                f"{self._why_missing or 'the session ended before it started'}")
 
     async def exec(self, argv: Sequence[str], **kwargs: Any) -> Any:
         return await (await self._backend()).exec(argv, **kwargs)

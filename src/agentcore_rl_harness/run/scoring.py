@@ -205,7 +205,7 @@ def offline_arguments(case: Case, handle: RolloutHandle, fixtures: dict[str, Any
     if missing:
         raise TypeError(
             f"task {case.spec.name} uses fixture(s) {missing}; when the harness scores "
-            f"training rollouts itself only {list(OFFLINE_FIXTURES)} are available"
+            f"rollouts itself (pre-eval, training, rescore) only {sorted(available)} are available"
         )
     return {name: available[name] for name in names}
 
@@ -278,15 +278,21 @@ class Scorer:
     """Scores episodes with their tasks; `call` runs task code (sync or async) to completion and
     `fixtures()` gives what a body may ask for when the harness calls it (OFFLINE_FIXTURES)."""
 
-    def __init__(self, *, run_id: str, call: Caller, fixtures: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, *, run_id: str, call: Caller, fixtures: Callable[[], dict[str, Any]],
+                 sandbox: Callable[[Any], Any] | None = None) -> None:
+        """`sandbox` wraps an episode's kept session (`Episode.sandbox`) as the `sandbox` fixture."""
         self.run_id = run_id
         self.call = call
         self.fixtures = fixtures
+        self.sandbox = sandbox
 
     def score(self, case: Case, episode: Episode) -> Rollout:
         """Rewards, then the body, as a pytest item would; the rollout as it will be recorded."""
         handle = RolloutHandle(episode)
-        verdict = score_offline(case, handle, self.call, self.fixtures())
+        fixtures = self.fixtures()
+        if episode.sandbox is not None and self.sandbox is not None:
+            fixtures = {**fixtures, "sandbox": self.sandbox(episode.sandbox)}
+        verdict = score_offline(case, handle, self.call, fixtures)
         return self.rollout(case, episode, handle, verdict)
 
     def before_body(self, handle: RolloutHandle) -> None:

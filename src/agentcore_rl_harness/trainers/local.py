@@ -12,7 +12,8 @@ config class is cheap to import.
 
 Long because `LocalTrainer` is one object holding the model, the optimizer, the LoRA state and
 the sampler lock: the step (micro-batches, shared prefixes, the loss, clipping, publishing
-weights), the reference-policy switch and checkpoint save / load all change that state. The pure
+weights), the supervised warm-up step, the reference-policy switch and checkpoint save / load
+all change that state. The pure
 parts already live elsewhere: losses and advantages in `grpo.py`, prefix sharing in `_prefix.py`,
 checkpoint files in `checkpoint.py`.
 """
@@ -32,7 +33,7 @@ from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError
 from ..records import Trace
-from . import _prefix, checkpoint
+from . import _prefix, checkpoint, sft
 from .base import StepMetrics, TrainGroup
 from .grpo import BatchItem, GRPOConfig, build_batch, policy_loss, staleness, step_metrics
 
@@ -169,6 +170,7 @@ class LocalTrainer:
             weight_decay=self.config.weight_decay,
         )
         self.step_count = 0
+        self.sft_steps = 0
         self.policy_version = 0
         self._busy = threading.Lock()
         if sampler is not None:
@@ -257,22 +259,59 @@ class LocalTrainer:
             grad_norm=float(grad_norm),
         )
 
+    def sft_step(self, traces: Sequence[Trace], *, lr: float | None = None) -> sft.SFTMetrics:
+        """One supervised step (`trainers/sft.py`): mean token NLL of the traces' masked tokens,
+        at `lr` (default trainer.lr), then the weight sync like a GRPO step."""
+        torch, _ = _import_torch()
+        started = time.perf_counter()
+        items = sft.plain_items(sft.trained_traces(traces))
+        total = sum(sum(item.loss_mask) for item in items)
+        if not total:
+            raise ValueError("no trained tokens in the demonstrations: nothing to warm up on")
+        with self._busy:  # the same locks and weight sync as a GRPO step
+            groups = self.optimizer.param_groups
+            saved = [group["lr"] for group in groups]
+            lr = saved[0] if lr is None else lr
+            for group in groups:
+                group["lr"] = lr
+            loss_total = 0.0
+            self.optimizer.zero_grad(set_to_none=True)
+            self.model.train()
+            try:
+                with self._sampler_lock():
+                    for micro in self._micro_batches(items):
+                        tensors = self._tensors(micro)
+                        with self._autocast():
+                            logprobs = self._logprobs(self.policy_model, tensors)
+                        loss = -(logprobs * tensors["mask"]).sum() / total
+                        loss.backward()
+                        loss_total += float(loss.detach())
+                    limit = self.config.max_grad_norm
+                    grad_norm = torch.nn.utils.clip_grad_norm_(
+                        self._parameters, limit if limit is not None else float("inf"))
+                    self.optimizer.step()
+                    self.optimizer.zero_grad(set_to_none=True)
+                    self.policy_version += 1
+            finally:
+                self.model.eval()
+                for group, value in zip(groups, saved):
+                    group["lr"] = value
+            self.sft_steps += 1
+        if self.sampler is not None:
+            self.sampler.publish_weights(self.policy_model, policy_version=self.policy_version)
+        return sft.SFTMetrics(
+            step=self.sft_steps, policy_version=self.policy_version, loss=loss_total, trained_tokens=total,
+            sequences=len(items), grad_norm=float(grad_norm), lr=float(lr),
+            wall_time_s=round(time.perf_counter() - started, 3))
+
+    def sft_loss(self, traces: Sequence[Trace]) -> float:
+        """The warm-up's loss on `traces` under the current policy, without an update."""
+        return sft.mean_nll(self.compute_logprobs(sft.trained_traces(traces)))[0]
+
     def compute_logprobs(self, traces: Sequence[Trace]) -> list[tuple[float | None, ...]]:
         """Logprobs of each trace's trained tokens under the current policy (None elsewhere)."""
         torch, _ = _import_torch()
-        items = [
-            BatchItem(
-                group_id="",
-                rollout_key=str(index),
-                token_ids=tuple(trace.token_ids),
-                prompt_length=trace.prompt_length,
-                loss_mask=tuple(int(bool(mask)) for mask in trace.loss_mask),
-                old_logprobs=(0.0,) * len(trace.loss_mask),
-                advantage=0.0,
-                policy_version=None,
-            )
-            for index, trace in enumerate(traces)
-        ]
+        items = sft.plain_items(traces)
         results: list[tuple[float | None, ...]] = [(None,) * len(item.loss_mask) for item in items]
         with self._busy, self._sampler_lock(), torch.no_grad():
             for micro in self._micro_batches([item for item in items if any(item.loss_mask)]):

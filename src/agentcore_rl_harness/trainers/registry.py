@@ -28,6 +28,8 @@ class TrainerSpec:
     """"module:attr" of the frozen dataclass for the `trainer` node."""
     factory: str
     """"module:attr" of the builder; for `external` trainers, the text telling what to run."""
+    sft: bool = False
+    """Its trainer has the supervised warm-up step (`trainers/sft.py`: `sft_step`, `sft_loss`)."""
 
     def load_config_class(self) -> type:
         return _load(self.config_class)
@@ -39,7 +41,8 @@ class TrainerSpec:
 _PKG = "agentcore_rl_harness.trainers"
 
 TRAINERS: dict[str, TrainerSpec] = {
-    "local": TrainerSpec("in_process", f"{_PKG}.local:LocalTrainerConfig", f"{_PKG}.local:build_trainer"),
+    "local": TrainerSpec("in_process", f"{_PKG}.local:LocalTrainerConfig", f"{_PKG}.local:build_trainer",
+                         sft=True),
     "tinker": TrainerSpec("service", f"{_PKG}.tinker:TinkerTrainerConfig", f"{_PKG}.tinker:build_trainer"),
     "skyrl": TrainerSpec("service", f"{_PKG}.skyrl:SkyRLTrainerConfig", f"{_PKG}.skyrl:build_trainer"),
     "sagemaker": TrainerSpec("service", f"{_PKG}.sagemaker:SageMakerTrainerConfig", f"{_PKG}.sagemaker:build_trainer"),
@@ -47,6 +50,11 @@ TRAINERS: dict[str, TrainerSpec] = {
     "slime": TrainerSpec("external", "agentcore_rl_harness.integrations.slime:SlimeTrainerConfig", "agentcore_rl_harness.integrations.slime:EXTERNAL_COMMAND"),
 }
 """kind -> spec. Adapters add themselves here (one line each)."""
+
+
+def sft_trainers() -> tuple[str, ...]:
+    """The kinds whose trainer has the supervised warm-up step."""
+    return tuple(kind for kind, spec in TRAINERS.items() if spec.sft)
 
 
 def _load(target: str) -> Any:
