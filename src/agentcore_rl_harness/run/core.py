@@ -117,11 +117,8 @@ class Run:
         return self.harness
 
     def scorer(self) -> Scorer:
-        from .sandbox import Sandbox
-
         harness = self.parts()
-        return Scorer(run_id=self.run_dir.name, call=harness.call, fixtures=harness.offline_fixtures,
-                      sandbox=lambda backend: Sandbox(backend, loop=harness.loop))
+        return Scorer(run_id=self.run_dir.name, call=harness.call, fixtures=harness.offline_fixtures)
 
     def plan(self, spec: TaskSpec) -> list[PlannedItem]:
         """The items of one task in this run's mode."""

@@ -109,8 +109,7 @@ def rescore(run_dir: Path, specs: Mapping[str, TaskSpec], *, tasks_label: str = 
             local = dataclasses.replace(config.typed.runtime, kind="local")  # restores run locally
             runtime = build_runtime(dataclasses.replace(config.typed, runtime=local), private_dirs=(run_dir,))
         scorer = Scorer(run_id=out.name, call=loop.call,
-                        fixtures=lambda: {"agentcore_rl_config": config.typed},
-                        sandbox=lambda backend: Sandbox(backend, loop=loop))
+                        fixtures=lambda: {"agentcore_rl_config": config.typed})
         new = [_rescore_one(r, specs[r.task], rows[r.task][r.row_id], run_dir, runtime, scorer, loop)
                if scorable(r) else r for r in rollouts]
     finally:
@@ -126,14 +125,15 @@ def _rescore_one(rollout: Rollout, spec: TaskSpec, row: dict[str, Any], run_dir:
     state, why = states.load(run_dir, rollout.session_id) if spec.needs_sandbox else (None, None)
     outcome = SessionOutcome(status=Status.COMPLETED, result=rollout.result, error=None,
                              elapsed_s=rollout.elapsed_s, final_state=state, final_state_error=why)
-    sandbox = FinalSandbox(runtime, outcome, session_id=rollout.session_id) if spec.needs_sandbox else None
+    final = FinalSandbox(runtime, outcome, session_id=rollout.session_id) if spec.needs_sandbox else None
     episode = Episode(case=case, session_id=rollout.session_id, outcome=outcome, traces=rollout.traces,
-                      turns=rollout.turns, usage=rollout.usage, sandbox=sandbox)
+                      turns=rollout.turns, usage=rollout.usage,
+                      sandbox=Sandbox(final, loop=loop) if final is not None else None)
     try:
         return scorer.score(case, episode)
     finally:
-        if sandbox is not None:
-            loop.run(sandbox.aclose(), timeout=60)
+        if final is not None:
+            loop.run(final.aclose(), timeout=60)
 
 
 def _write(run_dir: Path, out: Path, old: list[Rollout], new: list[Rollout], specs: Mapping[str, TaskSpec],

@@ -278,20 +278,16 @@ class Scorer:
     """Scores episodes with their tasks; `call` runs task code (sync or async) to completion and
     `fixtures()` gives what a body may ask for when the harness calls it (OFFLINE_FIXTURES)."""
 
-    def __init__(self, *, run_id: str, call: Caller, fixtures: Callable[[], dict[str, Any]],
-                 sandbox: Callable[[Any], Any] | None = None) -> None:
-        """`sandbox` wraps an episode's kept session (`Episode.sandbox`) as the `sandbox` fixture."""
+    def __init__(self, *, run_id: str, call: Caller, fixtures: Callable[[], dict[str, Any]]) -> None:
         self.run_id = run_id
         self.call = call
         self.fixtures = fixtures
-        self.sandbox = sandbox
 
     def score(self, case: Case, episode: Episode) -> Rollout:
-        """Rewards, then the body, as a pytest item would; the rollout as it will be recorded."""
+        """Rewards, then the body, as a pytest item would; the rollout as it will be recorded.
+        The `sandbox` fixture is the episode's own (`Episode.sandbox`, an arl.Sandbox)."""
         handle = RolloutHandle(episode)
         fixtures = self.fixtures()
-        if episode.sandbox is not None and self.sandbox is not None:
-            fixtures = {**fixtures, "sandbox": self.sandbox(episode.sandbox)}
         verdict = score_offline(case, handle, self.call, fixtures)
         return self.rollout(case, episode, handle, verdict)
 
