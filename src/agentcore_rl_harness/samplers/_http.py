@@ -85,6 +85,8 @@ class HttpClient:
                                                   read_timeout_s=read_timeout_s)
         except TransportError as exc:
             raise self._failure(url, exc) from exc
+        except ValueError as exc:  # a URL or header that HTTP cannot carry
+            raise SamplingError(f"{self.engine} request to {url} not sent: {exc}") from exc
 
     async def post(self, url: str, body: Mapping[str, Any], *,
                    headers: Mapping[str, str] | None = None) -> list[Any]:

@@ -12,14 +12,20 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ._pool import _Connection
-
-__all__ = ["HIGH_WATER", "Response", "TransportError"]
+__all__ = ["HIGH_WATER", "Carrier", "Response", "TransportError"]
 
 HIGH_WATER = 256 * 1024
+
+
+class Carrier(Protocol):
+    """What an answer needs of the connection it arrives on (`_pool._Connection`)."""
+
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+
+    def finished(self, *, reusable: bool) -> None: ...
 
 
 class TransportError(Exception):
@@ -34,8 +40,8 @@ class Response:
     """One answer as it arrives: `status` and `content_type` once the head is in, then the body
     through `read()` or `chunks()`. `close()` drops the connection if the body is unfinished."""
 
-    def __init__(self, connection: _Connection, read_timeout_s: float) -> None:
-        self._connection: _Connection | None = connection
+    def __init__(self, connection: Carrier, read_timeout_s: float) -> None:
+        self._connection: Carrier | None = connection
         self._loop = connection.loop
         self._read_timeout_s = read_timeout_s
         self.status = 0
