@@ -86,7 +86,10 @@ class _Connection(asyncio.Protocol):
 
     def send(self, data: bytes, read_timeout_s: float) -> Response:
         self._response = response = Response(self, read_timeout_s)
-        self.transport.write(data)
+        try:
+            self.transport.write(data)
+        except (RuntimeError, OSError) as exc:  # the transport closed under us
+            response._fail(TransportError("ConnectionDropped", f"the connection was closed ({exc})"))
         return response
 
     def finished(self, *, reusable: bool) -> None:
@@ -193,7 +196,7 @@ class ConnectionPool:
             now = self.loop.time()
             while idle:
                 connection, _ = idle.popitem()
-                if connection.closed:
+                if connection.closed or connection.transport.is_closing():  # closing: the peer's EOF came
                     continue
                 if now - connection.idle_since > self.idle_timeout_s:
                     connection.close()
@@ -206,9 +209,10 @@ class ConnectionPool:
             self._waiters.append(waiter)
             try:
                 await waiter
-            finally:
-                if not waiter.done():
-                    waiter.cancel()
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # woken, then cancelled: the free slot goes to the next waiter
+                raise
 
     async def _connect(self, origin: Origin) -> _Connection:
         tls = None
