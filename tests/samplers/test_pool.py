@@ -150,6 +150,27 @@ def test_a_slow_reader_pauses_the_socket_and_loses_nothing(monkeypatch):
         assert asyncio.run(run()) == list(range(2000))
 
 
+def test_the_rest_of_a_paused_stream_is_read_after_done(monkeypatch):
+    """`[DONE]` came with the first event; 100 KB more (comments) arrive while the reader dawdles
+    and pause the socket: reading the rest must resume it, not wait forever."""
+    monkeypatch.setattr(_response, "HIGH_WATER", 4096)
+    head, first, end = sse(b"data: {\"i\": 0}\n\ndata: [DONE]\n\n")
+    pad = b"%x\r\n%s\r\n" % (1000, b":" + b"p" * 998 + b"\n")
+    server = RawServer(lambda request: [head, first, 0.1, *[pad] * 100, end])
+    with server.running() as url:
+        async def run():
+            client = HttpClient(engine="vLLM", timeout_s=10)
+            seen = []
+            try:
+                async for item in client.post_events(url + "/g", {}):
+                    seen.append(item)
+                    await asyncio.sleep(0.5)
+                return seen
+            finally:
+                await client.aclose()
+        assert asyncio.run(asyncio.wait_for(run(), 5)) == [{"i": 0}]
+
+
 def test_a_stream_that_stalls_midway_is_a_timeout():
     head, first, *_ = sse(b'data: {"choices": [{"token_ids": [7], "logprobs": {"content": [{"logprob": -1.0}]}}]}\n\n')
     server = RawServer(lambda request: [head, first, 30.0])

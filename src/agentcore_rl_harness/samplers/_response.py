@@ -64,7 +64,9 @@ class Response:
         await self._head
 
     async def read(self) -> bytes:
-        """The whole body."""
+        """The whole body (or the rest of it, after `chunks()`)."""
+        self._streaming = False
+        self._resume()
         while not self._done:
             await self._wait()
         if self._error is not None:
@@ -81,10 +83,7 @@ class Response:
                 data = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
                 self._chunks.clear()
                 self._buffered = 0
-                if self._paused and self._connection is not None:
-                    self._paused = False
-                    self.last_data = self._loop.time()
-                    self._connection.transport.resume_reading()
+                self._resume()
                 yield data
             elif self._error is not None:
                 raise self._error
@@ -97,6 +96,12 @@ class Response:
         """Stop reading: an unfinished answer's connection is closed (never reused)."""
         if not self._done:
             self._fail(TransportError("ConnectionDropped", "the answer was abandoned before its end"))
+
+    def _resume(self) -> None:
+        if self._paused and self._connection is not None:
+            self._paused = False
+            self.last_data = self._loop.time()
+            self._connection.transport.resume_reading()
 
     async def _wait(self) -> None:
         self._waiter = self._loop.create_future()
