@@ -4,7 +4,7 @@
 parsed in C by httptools, up to `max_connections` (default 4096; raise the open-file limit to
 match) open at once, so thousands of turns can stream concurrently. Its own client rather than
 aiohttp or httpx: the gateway's one event-loop thread pays the client's CPU on every turn, and
-`bench/http_client.py` measured aiohttp at 4-7x this client's CPU per request, httpx at more
+`bench/http_client.py` measured aiohttp at 3.5-4.5x this client's CPU per request, httpx at 15-57x
 (see `_pool.py`).
 
 A turn that is not streamed to its caller is one JSON request (`stream: false`); a streamed one is
