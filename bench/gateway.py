@@ -9,12 +9,16 @@ target, so the driver's CPU does not share the server's GIL. Targets:
   null    a do-nothing ASGI app under the same uvicorn settings: the ceiling of driver + HTTP
   ours    agentcore-rl-harness' GatewayServer
   anchor  awslabs agentcore-rl-toolkit's RolloutGateway (aiohttp), run in its own venv: this file
-          is re-executed there with `--target anchor` and prints one JSON line per concurrency
+          is re-executed there with `--target anchor` and prints one JSON line per concurrency.
+          Build that venv once (its gateway extra brings aiohttp, transformers, tokenizers; no torch):
+            python3 -m venv /tmp/anchor-venv
+            /tmp/anchor-venv/bin/pip install 'agentcore-rl-toolkit[gateway]==0.2.0'
 
 `--backend vllm-http` puts the remote-sampler path in: both gateways sample from one fake vLLM
 token server (`bench/_token_server.py`, `POST /inference/v1/generate`, the same 16-token reply,
-its own process) through their own vLLM HTTP clients (ours: `VLLMSampler`, pooled aiohttp;
-the anchor: its `VllmHttpBackend`). Non-streamed turns, so ours asks for JSON (`stream: false`).
+its own process) through their own vLLM HTTP clients (ours: `VLLMSampler` on the pooled client of
+`samplers/_pool.py`; the anchor: its `VllmHttpBackend`, aiohttp with a new session and connection
+per turn). Non-streamed turns, so ours asks for JSON (`stream: false`).
 
 Per row: turns/s, latency p50/p99 as the driver sees it, `added` = that minus a direct call of
 the backend (median, in-process), and the server process's CPU ms per turn (independent of the
@@ -565,8 +569,8 @@ def _print_table(rows: dict[str, list[dict]]) -> None:
 
 def _anchor_rows(args: argparse.Namespace) -> list[dict]:
     if not os.path.exists(args.anchor_python):
-        print(f"anchor skipped: {args.anchor_python} not found (python -m venv /tmp/anchor-venv && "
-              "/tmp/anchor-venv/bin/pip install 'agentcore-rl-toolkit[gateway]')", flush=True)
+        print(f"anchor skipped: {args.anchor_python} not found (python3 -m venv /tmp/anchor-venv && "
+              "/tmp/anchor-venv/bin/pip install 'agentcore-rl-toolkit[gateway]==0.2.0')", flush=True)
         return []
     command = [args.anchor_python, os.path.abspath(__file__), "--target", "anchor", "--tokenizer-dir",
                args.tokenizer_dir, "--turns", str(args.turns), "--min-turns", str(args.min_turns),

@@ -1,11 +1,12 @@
-"""Which HTTP client for the remote samplers: aiohttp vs httpx on the gateway's sampler path.
+"""Which HTTP client for the remote samplers: ours vs aiohttp vs httpx on the gateway's sampler path.
 
 `concurrency` tasks each POST vLLM token-in requests (`stream: false`, a 16-token answer) back to
 back to `bench/_token_server.py` in its own process, on one uvloop event loop, as the gateway's
 sampler would. Per client: requests/s and this process's CPU ms per request (the client's own
 cost, what the gateway pays per turn on top of its turn). Clients:
 
-  aiohttp        the samplers' `HttpClient` (pooled aiohttp ClientSession, limit 4096)
+  ours           the samplers' `HttpClient` (`samplers/_pool.py`: keep-alive pool, httptools parser)
+  aiohttp        a pooled aiohttp ClientSession (TCPConnector limit 4096): what the samplers used before
   httpx-tuned    httpx.AsyncClient, HTTP/1.1, pool limits raised to 4096 connections, trust_env off
   httpx-default  httpx.AsyncClient(timeout=600): what the samplers used before
 
@@ -41,12 +42,25 @@ def body(index: int) -> dict:
             "sampling_params": {"n": 1, "temperature": 1.0, "max_tokens": 64, "logprobs": 0}}
 
 
-async def run_aiohttp(url: str, concurrency: int, total: int) -> None:
+async def run_ours(url: str, concurrency: int, total: int) -> None:
     from agentcore_rl_harness.samplers._http import HttpClient
 
     client = HttpClient(engine="vLLM")
     await _drive(lambda i: client.post(url, body(i)), concurrency, total)
     await client.aclose()
+
+
+async def run_aiohttp(url: str, concurrency: int, total: int) -> None:
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=4096, limit_per_host=0, ttl_dns_cache=300)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=600, sock_read=600)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        async def call(index: int) -> object:
+            async with session.post(url, data=orjson.dumps(body(index)),
+                                    headers={"Content-Type": "application/json"}) as response:
+                return orjson.loads(await response.read())
+        await _drive(call, concurrency, total)
 
 
 async def run_httpx(url: str, concurrency: int, total: int, tuned: bool) -> None:
@@ -78,7 +92,8 @@ async def _drive(call, concurrency: int, total: int) -> None:
 def measure(name: str, url: str, concurrency: int, total: int) -> dict:
     import uvloop
 
-    runners = {"aiohttp": lambda: run_aiohttp(url, concurrency, total),
+    runners = {"ours": lambda: run_ours(url, concurrency, total),
+               "aiohttp": lambda: run_aiohttp(url, concurrency, total),
                "httpx-tuned": lambda: run_httpx(url, concurrency, total, True),
                "httpx-default": lambda: run_httpx(url, concurrency, total, False)}
     uvloop.run(runners[name]())  # warm: connections, imports
@@ -95,7 +110,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 128])
     parser.add_argument("--requests", type=int, default=4000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--clients", nargs="+", default=["aiohttp", "httpx-tuned", "httpx-default"])
+    parser.add_argument("--clients", nargs="+", default=["ours", "aiohttp", "httpx-tuned", "httpx-default"])
     args = parser.parse_args()
     child, url = start_server()
     rows: dict[tuple[str, int], list[dict]] = {}
@@ -110,10 +125,10 @@ def main() -> None:
         child.stdin.close()
         child.wait(10)
     print(f"medians over {args.repeat} round(s):")
-    print("concurrency | client        | requests/s | cpu ms/request | vs aiohttp cpu")
+    print("concurrency | client        | requests/s | cpu ms/request | vs ours cpu")
     for concurrency in args.concurrency:
-        base = statistics.median(r["cpu_ms_per_request"] for r in rows[("aiohttp", concurrency)]) \
-            if ("aiohttp", concurrency) in rows else None
+        base = statistics.median(r["cpu_ms_per_request"] for r in rows[("ours", concurrency)]) \
+            if ("ours", concurrency) in rows else None
         for name in args.clients:
             group = rows[(name, concurrency)]
             cpu = statistics.median(r["cpu_ms_per_request"] for r in group)

@@ -23,18 +23,23 @@ from agentcore_rl_harness.samplers.vllm import VLLMSampler
 
 
 class RawServer:
-    """Loopback HTTP/1.1: `script(request) -> list of byte chunks | None` (None: close at once).
-    An `async` script may wait; `keep_alive=False` closes after each answer. Records each request."""
+    """Loopback HTTP/1.1: `script(request) -> list of byte chunks | None` (None: close at once; a
+    None item closes there, a float item sleeps that long).
+    An `async` script may wait; `keep_alive=False` closes after each answer; `tls`: an
+    `ssl.SSLContext` to serve HTTPS with. Records each request."""
 
-    def __init__(self, script, *, keep_alive: bool = True) -> None:
-        self.script, self.keep_alive = script, keep_alive
+    def __init__(self, script, *, keep_alive: bool = True, tls=None) -> None:
+        self.script, self.keep_alive, self.tls = script, keep_alive, tls
         self.requests: list[dict] = []
         self.connections = 0
+        self.open_now = self.most_open = 0  # connections open now / at most at once
         self.dropped = threading.Event()  # a client closed while its answer was being written
         self.loop = asyncio.new_event_loop()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self.open_now += 1
+        self.most_open = max(self.most_open, self.open_now)
         try:
             while True:
                 try:
@@ -52,6 +57,8 @@ class RawServer:
                 if chunks is None:
                     return
                 for chunk in chunks:
+                    if chunk is None:  # close here
+                        return
                     if isinstance(chunk, float):
                         await asyncio.sleep(chunk)
                         continue
@@ -62,6 +69,7 @@ class RawServer:
         except ConnectionError:
             self.dropped.set()
         finally:
+            self.open_now -= 1
             writer.close()
 
     @contextlib.contextmanager
@@ -71,7 +79,8 @@ class RawServer:
         async def main():
             nonlocal stop
             stop = asyncio.Event()
-            holder["server"] = server = await asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=2048)
+            holder["server"] = server = await asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=2048,
+                                                                        ssl=self.tls)
             started.set()
             await stop.wait()
             server.close()
@@ -84,7 +93,8 @@ class RawServer:
         thread.start()
         started.wait(5)
         try:
-            yield f"http://127.0.0.1:{holder['server'].sockets[0].getsockname()[1]}"
+            scheme = "https" if self.tls else "http"
+            yield f"{scheme}://127.0.0.1:{holder['server'].sockets[0].getsockname()[1]}"
         finally:
             self.loop.call_soon_threadsafe(stop.set)
             thread.join(5)

@@ -56,3 +56,14 @@ def test_events_arrive_as_soon_as_their_blank_line_does():
 
 def test_invalid_utf8_is_replaced_not_raised():
     assert decode_whole(b"data: \xff\n\n") == [ServerSentEvent(data="\ufffd")]
+
+
+def test_a_long_line_over_many_chunks_is_one_event():
+    """A 1 MB `data:` line (a cumulative SGLang event late in a long reply) in 1 KB pieces, with
+    a CRLF split across the last two chunks."""
+    line = b"data: " + b"x" * 1_000_000 + b"\r\n\r\n"
+    head, end = line[:-3], line[-3:]  # head ends in CR, end opens with its LF
+    decoder = SSEDecoder()
+    events = [event for i in range(0, len(head), 1024) for event in decoder.feed(head[i:i + 1024])]
+    assert events == []
+    assert decoder.feed(end) == [ServerSentEvent(data="x" * 1_000_000)]

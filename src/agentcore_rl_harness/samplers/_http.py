@@ -1,18 +1,18 @@
 """Shared plumbing of the HTTP samplers (vLLM, SGLang): the pooled client, SSE, errors, result checks.
 
-`HttpClient` holds one aiohttp `ClientSession` per event loop with a keep-alive connection pool
-sized for thousands of concurrent streams (`max_connections`, default 4096; raise the open-file
-limit to match). aiohttp rather than httpx: on this path (loopback, 64-128 concurrent turns, small
-JSON bodies) `bench/http_client.py` measured httpx 0.28 (pool limits raised, HTTP/1.1) at several
-times aiohttp's client CPU per request: httpx's pool is pure Python through httpcore and anyio
-with per-request lock and scan work that grows with the number of pooled connections, while
-aiohttp parses with its C extension and hands connections back in O(1).
+`HttpClient` holds one `_pool.ConnectionPool` per event loop: keep-alive HTTP/1.1 connections
+parsed in C by httptools, up to `max_connections` (default 4096; raise the open-file limit to
+match) open at once, so thousands of turns can stream concurrently. Its own client rather than
+aiohttp or httpx: the gateway's one event-loop thread pays the client's CPU on every turn, and
+`bench/http_client.py` measured aiohttp at 3.5-4.5x this client's CPU per request, httpx at 15-57x
+(see `_pool.py`).
 
 A turn that is not streamed to its caller is one JSON request (`stream: false`); a streamed one is
 read as server-sent events parsed by the spec (`_sse.SSEDecoder`: multi-line `data:`, `event:`,
-comments, CR/LF/CRLF). The routing key is the gateway session id (`gateway.sampling.routing_key`,
-set around each turn's `sample` call); the HTTP samplers send it as a sticky-routing header, so a
-load balancer keeps a session on the replica that holds its prefix cache.
+comments, `retry`, CR/LF/CRLF). The routing key is the gateway session id
+(`gateway.sampling.routing_key`, set around each turn's `sample` call); the HTTP samplers send it
+as a sticky-routing header, so a load balancer keeps a session on the replica that holds its
+prefix cache.
 """
 
 from __future__ import annotations
@@ -24,18 +24,20 @@ import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-import aiohttp
 import orjson
 
 from ..errors import SamplingError
 from ..gateway.sampling import TokenCallback, current_routing_key
 from ..records import FinishReason, SampleResult
+from ._pool import ConnectionPool, Response, TransportError
 from ._sse import SSEDecoder, ServerSentEvent
 
 ROUTING_HEADER = "X-Session-Id"
 MAX_CONNECTIONS = 4096
-_JSON = {"Content-Type": "application/json"}
+_NO_HEADERS: Mapping[str, str] = {}
 _DONE = object()
+_HINTS = {"ConnectError": "is the server running and reachable?",
+          "ConnectionDropped": "the server closed the connection mid-answer; check its log"}
 
 __all__ = ["MAX_CONNECTIONS", "ROUTING_HEADER", "HttpClient", "TokenStream", "checked_result", "finish_reason",
            "routing_headers", "wants_stream"]
@@ -54,9 +56,9 @@ def wants_stream(stream: bool | None, on_token: TokenCallback | None) -> bool:
 
 
 class HttpClient:
-    """POSTs JSON to one engine over a pooled keep-alive client; every failure is a `SamplingError`.
+    """POSTs JSON to one engine over pooled keep-alive connections; every failure is a `SamplingError`.
 
-    The aiohttp session is made on first use in the running event loop (a session is bound to its
+    The pool is made on first use in the running event loop (its connections belong to that
     loop); a call from another loop gets a fresh one. `timeout_s` bounds connecting and each wait
     for the next bytes of an answer (not a whole long generation)."""
 
@@ -66,33 +68,40 @@ class HttpClient:
         self.engine = engine
         self.timeout_s = timeout_s
         self.max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pool: ConnectionPool | None = None
 
-    def _client(self) -> aiohttp.ClientSession:
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop or self._session.closed:
-            if self._session is not None and not self._session.closed:
-                self._session.detach()  # bound to a loop that is gone; its sockets went with it
-            connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0, ttl_dns_cache=300)
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout_s, sock_read=self.timeout_s)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
-            self._loop = loop
-        return self._session
+    def _connections(self) -> ConnectionPool:
+        pool = self._pool
+        if pool is None or pool.closed or pool.loop is not asyncio.get_running_loop():
+            # a pool of a loop that is gone is dropped with it: its sockets went with that loop
+            pool = self._pool = ConnectionPool(max_connections=self.max_connections,
+                                               connect_timeout_s=self.timeout_s, read_timeout_s=self.timeout_s)
+        return pool
+
+    async def _send(self, url: str, body: Mapping[str, Any], headers: Mapping[str, str] | None,
+                    read_timeout_s: float | None = None) -> Response:
+        try:
+            return await self._connections().post(url, dumps(body), headers or _NO_HEADERS,
+                                                  read_timeout_s=read_timeout_s)
+        except TransportError as exc:
+            raise self._failure(url, exc) from exc
+        except ValueError as exc:  # a URL or header that HTTP cannot carry
+            raise SamplingError(f"{self.engine} request to {url} not sent: {exc}") from exc
 
     async def post(self, url: str, body: Mapping[str, Any], *,
                    headers: Mapping[str, str] | None = None) -> list[Any]:
         """POST `body` and return the whole answer: `[the JSON object]`, or, if the server
         streamed anyway, the data of all its events up to `data: [DONE]`."""
+        response = await self._send(url, body, headers)
         try:
-            async with self._client().post(url, data=dumps(body), headers={**_JSON, **(headers or {})}) as response:
-                raw = await response.read()
-                status, content_type = response.status, response.content_type
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raw = await response.read()
+        except TransportError as exc:
             raise self._failure(url, exc) from exc
-        if status >= 400:
-            raise SamplingError(f"{self.engine} answered {status} at {url}: {raw.decode(errors='replace')[:500]}")
-        if content_type != "text/event-stream":
+        finally:
+            response.close()
+        if response.status >= 400:
+            raise self._status_error(url, response.status, raw)
+        if response.content_type != "text/event-stream":
             return [self._decoded(raw, url)]
         events = []
         for event in SSEDecoder().feed(raw):
@@ -108,41 +117,42 @@ class HttpClient:
         server that answers plain JSON instead (it ignored `stream`) yields that one object.
         Use under `contextlib.aclosing`: closing it early drops the connection, which makes the
         engine abort the request."""
+        response = await self._send(url, body, headers)
         try:
-            async with self._client().post(url, data=dumps(body), headers={**_JSON, **(headers or {})}) as response:
+            if response.status >= 400 or response.content_type != "text/event-stream":
+                raw = await response.read()
                 if response.status >= 400:
-                    text = (await response.read()).decode(errors="replace")
-                    raise SamplingError(f"{self.engine} answered {response.status} at {url}: {text[:500]}")
-                if response.content_type != "text/event-stream":
-                    yield self._decoded(await response.read(), url)
-                    return
-                decoder = SSEDecoder()
-                try:
-                    async for chunk in response.content.iter_any():
-                        for event in decoder.feed(chunk):
-                            item = self._item(event, url)
-                            if item is _DONE:
-                                await response.read()  # the end of the body, so the connection is reused
-                                return
-                            yield item
-                except BaseException:
-                    response.close()  # a half-read stream never goes back to the pool
-                    raise
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                    raise self._status_error(url, response.status, raw)
+                yield self._decoded(raw, url)
+                return
+            decoder = SSEDecoder()
+            async for chunk in response.chunks():
+                for event in decoder.feed(chunk):
+                    item = self._item(event, url)
+                    if item is _DONE:
+                        await response.read()  # the end of the body, so the connection is reused
+                        return
+                    yield item
+        except TransportError as exc:
             raise self._failure(url, exc) from exc
+        finally:
+            response.close()  # a half-read answer never goes back to the pool
         raise self._no_done(url)
 
     async def post_quietly(self, url: str, body: Mapping[str, Any], *, timeout_s: float = 5.0) -> None:
-        """Best effort (an abort): any failure is ignored."""
-        with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
-            async with self._client().post(url, data=dumps(body), headers=_JSON,
-                                           timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
-                await response.read()
+        """Best effort (an abort), within `timeout_s`: any failure is ignored."""
+        with contextlib.suppress(SamplingError, TransportError, TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                response = await self._send(url, body, None, read_timeout_s=timeout_s)
+                try:
+                    await response.read()
+                finally:
+                    response.close()
 
     async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed and self._loop is asyncio.get_running_loop():
-            await self._session.close()
-        self._session = None
+        if self._pool is not None and self._pool.loop is asyncio.get_running_loop():
+            self._pool.close()
+        self._pool = None
 
     def _item(self, event: ServerSentEvent, url: str) -> Any:
         if event.event == "error":
@@ -157,19 +167,15 @@ class HttpClient:
     def _decoded(self, data: bytes, url: str) -> Any:
         return _decoded(data, engine=self.engine, url=url)
 
+    def _status_error(self, url: str, status: int, raw: bytes) -> SamplingError:
+        return SamplingError(f"{self.engine} answered {status} at {url}: {raw.decode(errors='replace')[:500]}")
+
     def _no_done(self, url: str) -> SamplingError:
         return SamplingError(f"{self.engine} stream from {url} ended without 'data: [DONE]' (the server closed it early)")
 
-    def _failure(self, url: str, exc: BaseException) -> SamplingError:
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            kind, hint = "ConnectError", "is the server running and reachable?"
-        elif isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
-            kind, hint = "Timeout", f"no answer within {self.timeout_s} s; raise timeout_s or check the server's load"
-        elif isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError)):
-            kind, hint = "ConnectionDropped", "the server closed the connection mid-answer; check its log"
-        else:
-            kind, hint = type(exc).__name__, "is the server running and reachable?"
-        return SamplingError(f"{self.engine} request to {url} failed: {kind}: {exc}; {hint}")
+    def _failure(self, url: str, exc: TransportError) -> SamplingError:
+        hint = _HINTS.get(exc.kind, f"no answer within {self.timeout_s} s; raise timeout_s or check the server's load")
+        return SamplingError(f"{self.engine} request to {url} failed: {exc.kind}: {exc}; {hint}")
 
 
 def _decoded(data: bytes, *, engine: str, url: str) -> Any:

@@ -27,7 +27,7 @@ class SSEDecoder:
     """Feed body chunks, get the complete events they finish (in order)."""
 
     def __init__(self) -> None:
-        self._tail = b""  # an unfinished line
+        self._tail: list[bytes] = []  # the pieces of an unfinished line (joined once it ends: O(n) per line)
         self._skip_lf = False  # the previous chunk ended in CR: an LF opening this one ends nothing
         self._started = False
         self._data: list[str] = []
@@ -41,16 +41,19 @@ class SSEDecoder:
         self._skip_lf = False
         if not chunk:
             return []
-        lines = (self._tail + chunk).splitlines(keepends=True)  # bytes: splits on \r\n, \n, \r only
-        last = lines[-1]
-        if last.endswith((b"\n", b"\r")):
-            self._tail = b""
-            self._skip_lf = last.endswith(b"\r")
-        else:
-            self._tail = lines.pop()
+        end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+        if end < 0:
+            self._tail.append(chunk)  # still inside one line
+            return []
+        complete, rest = chunk[:end + 1], chunk[end + 1:]
+        if self._tail:
+            self._tail.append(complete)
+            complete = b"".join(self._tail)
+        self._tail = [rest] if rest else []
+        self._skip_lf = complete.endswith(b"\r") and not rest
         events: list[ServerSentEvent] = []
-        for raw in lines:
-            event = self._line(raw.rstrip(b"\r\n").decode("utf-8", errors="replace"))
+        for raw in complete.splitlines():  # bytes: splits on \r\n, \n, \r only
+            event = self._line(raw.decode("utf-8", errors="replace"))
             if event is not None:
                 events.append(event)
         return events

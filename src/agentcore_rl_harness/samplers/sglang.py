@@ -13,8 +13,9 @@ requests) is one JSON request with `stream: false`: one answer, read once. Strea
 `data: [DONE]` (errors as `data: {"error": {...}}`), each event shaped like the JSON answer.
 `output_ids` are cumulative unless the server runs with `--incremental-streaming-output` (then
 each event has only the new ids: pass `incremental_output=True`; recommended when streaming, as a
-cumulative stream carries the whole output so far in every event, O(n^2) bytes for n tokens); `output_token_logprobs` is
-read either way (cumulative or only the new tokens, told apart by its length). Tokens reach
+cumulative stream carries the whole output so far in every event, O(n^2) bytes for n tokens; the
+client's own work stays O(new tokens) per event either way); `output_token_logprobs` is read
+either way (cumulative or only the new tokens, told apart by its length). Tokens reach
 `on_token` as events arrive. See `TokenizerManager._handle_batch_output` in
 `sglang/srt/managers/tokenizer_manager.py`.
 
@@ -62,8 +63,9 @@ class SGLangSampler:
         }
         if params.seed is not None:
             sampling["sampling_seed"] = params.seed
-        return {"rid": rid, "input_ids": prompt_token_ids if isinstance(prompt_token_ids, (tuple, list)) else list(prompt_token_ids), "sampling_params": sampling,
-                "return_logprob": True, "stream": stream}
+        input_ids = prompt_token_ids if isinstance(prompt_token_ids, (tuple, list)) else list(prompt_token_ids)
+        return {"rid": rid, "input_ids": input_ids, "sampling_params": sampling, "return_logprob": True,
+                "stream": stream}
 
     async def sample(self, *, prompt_token_ids: Sequence[int], params: SamplingParams,
                      on_token: TokenCallback | None = None) -> SampleResult:
@@ -89,28 +91,33 @@ class SGLangSampler:
         return tokens.result(finish_reason(finish, engine=ENGINE), policy_version=self.policy_version)
 
     def _take(self, event: Any, tokens: TokenStream, rid: str) -> Any:
-        """Add one answer's new tokens to `tokens`; its finish reason type, or None."""
+        """Add one answer's new tokens to `tokens`; its finish reason type, or None.
+
+        O(new tokens) per event in both modes: a cumulative event's old part is not copied or
+        compared again, only the id at the boundary is checked (that it still extends what came)."""
         try:
             meta = event["meta_info"]
-            output_ids = list(event["output_ids"])
+            output_ids = event["output_ids"]
             triples = meta.get("output_token_logprobs")
             finish = meta.get("finish_reason")
+            seen = len(tokens.token_ids)
+            if self.incremental_output:
+                new_ids = output_ids
+            else:
+                if len(output_ids) < seen or (seen and output_ids[seen - 1] != tokens.token_ids[-1]):
+                    raise SamplingError(
+                        f"{ENGINE} streamed output_ids that do not extend the earlier ones (rid {rid}); if the "
+                        "server runs with --incremental-streaming-output, pass incremental_output=True")
+                new_ids = output_ids[seen:] if seen else output_ids
+            logprobs = None
+            if triples is not None:
+                new_triples = triples[seen:] if seen and len(triples) == seen + len(new_ids) else triples
+                if len(new_triples) != len(new_ids) or any(_token_of(triple) != token_id
+                                                           for triple, token_id in zip(new_triples, new_ids)):
+                    raise SamplingError(f"{ENGINE} output_token_logprobs do not match output_ids (rid {rid})")
+                logprobs = [triple[0] for triple in new_triples]
         except (KeyError, TypeError, AttributeError) as exc:
             raise SamplingError(f"{ENGINE} answer lacks output_ids/meta_info: {str(event)[:300]}") from exc
-        seen = len(tokens.token_ids)
-        if self.incremental_output:
-            new_ids = output_ids
-        else:
-            if output_ids[:seen] != tokens.token_ids:
-                raise SamplingError(f"{ENGINE} streamed output_ids that do not extend the earlier ones (rid {rid}); "
-                                    "if the server runs with --incremental-streaming-output, pass incremental_output=True")
-            new_ids = output_ids[seen:]
-        logprobs = None
-        if triples is not None:
-            new_triples = triples[seen:] if len(triples) == seen + len(new_ids) else triples
-            if [_token_of(triple) for triple in new_triples] != new_ids:
-                raise SamplingError(f"{ENGINE} output_token_logprobs do not match output_ids (rid {rid})")
-            logprobs = [triple[0] for triple in new_triples]
         tokens.extend(new_ids, logprobs)
         return finish.get("type") if isinstance(finish, Mapping) else finish
 
