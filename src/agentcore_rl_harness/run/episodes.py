@@ -153,7 +153,7 @@ class CaseRunner:
         try:
             return await self.runtime.run_session(
                 agent=AgentRef(task=case.spec.name, agent=agent_for(case.spec, self.settings.agent),
-                               input_id=case.row_id),
+                               input_id=case.row_id, phase=case.phase),
                 session_id=session_id,
                 payload=payload,
                 timeout_s=self.settings.timeout_s,
