@@ -57,6 +57,42 @@ async def test_bucket_paces_at_its_rate_and_a_cancelled_waiter_takes_nothing():
     assert 5 / 50 - 0.01 <= elapsed < 5 / 50 + 0.05  # the cancelled waiter's token was not spent
 
 
+class StepClock:
+    """A clock the test moves; `asyncio.sleep` in the bucket advances it by what was asked, plus
+    a late wake-up of `lag` (a busy event loop)."""
+
+    def __init__(self, lag: float) -> None:
+        self.now, self.lag = 0.0, lag
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.asyncio
+async def test_a_saturated_bucket_keeps_its_rate_through_late_wakeups(monkeypatch):
+    clock = StepClock(lag=0.004)  # 4 ms late on every 40 ms step: a cap-at-burst bucket loses 9%
+    real_sleep = asyncio.sleep
+
+    async def late_sleep(delay: float) -> None:
+        await real_sleep(0)  # the callers granted so far note the time first
+        clock.now += delay + clock.lag
+
+    monkeypatch.setattr(asyncio, "sleep", late_sleep)
+    bucket = TokenBucket(25.0, clock=clock)
+    grants: list[float] = []
+
+    async def caller() -> None:
+        while len(grants) < 500:
+            await bucket.acquire()
+            grants.append(clock.now)
+
+    await asyncio.gather(*(caller() for _ in range(8)))
+    rate = (len(grants) - 1) / (grants[-1] - grants[0])
+    assert 24.9 <= rate <= 25.1
+    in_one_second = max(sum(1 for t in grants[i:] if t - start < 1.0) for i, start in enumerate(grants))
+    assert in_one_second <= 26  # 25 per second plus the half token of slack, rounded down
+
+
 @pytest.mark.asyncio
 async def test_slot_pool_caps_holders_and_hands_slots_on_by_priority():
     pool = SlotPool(2)

@@ -41,7 +41,13 @@ class _PriorityQueue:
 
 
 class TokenBucket:
-    """At most `rate_per_s` acquisitions per second, `burst` at once; one per AgentCore runtime ARN."""
+    """At most `rate_per_s` acquisitions per second, `burst` at once; one per AgentCore runtime ARN.
+
+    Grants keep to a schedule (one every `1 / rate_per_s`, GCRA-style) rather than to the moment
+    the loop woke up: a late wake-up (a busy event loop) of up to half an interval is caught up,
+    not lost, so a saturated bucket runs at its rate, not a few percent below it. The price is
+    half a token: a window of `w` seconds holds at most `rate_per_s * w + burst + 0.5` grants.
+    """
 
     def __init__(
         self, rate_per_s: float, *, burst: int = 1, clock: Callable[[], float] = time.monotonic
@@ -53,15 +59,11 @@ class TokenBucket:
         self.rate_per_s = rate_per_s
         self.burst = burst
         self._clock = clock
-        self._tokens = float(burst)
-        self._updated = clock()
+        self._interval = 1.0 / rate_per_s
+        self._slack = (burst - 0.5) * self._interval  # idle credit: burst grants, less half a step
+        self._next = clock() - self._slack
         self._waiting = _PriorityQueue()
         self._dispatcher: asyncio.Task[None] | None = None
-
-    def _refill(self) -> None:
-        now = self._clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._updated) * self.rate_per_s)
-        self._updated = now
 
     async def acquire(self, priority: int = 0) -> None:
         """Wait for one token; a higher `priority` is served before every lower one waiting."""
@@ -72,13 +74,13 @@ class TokenBucket:
 
     async def _dispatch(self) -> None:
         while self._waiting:
-            self._refill()
-            if self._tokens < 1.0:
-                await asyncio.sleep((1.0 - self._tokens) / self.rate_per_s)
+            now = self._clock()
+            if now < self._next:
+                await asyncio.sleep(self._next - now)
                 continue
             waiter = self._waiting.pop_live()
             if waiter is not None:
-                self._tokens -= 1.0
+                self._next = max(self._next, now - self._slack) + self._interval
                 waiter.set_result(None)
 
 

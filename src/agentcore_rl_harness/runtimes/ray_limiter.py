@@ -112,11 +112,11 @@ class LeaseTable:
         self._drop(holder)
 
     def stats(self) -> dict[str, Any]:
-        slots = self._pool()
+        slots = self._slots or SlotPool(1)
         return {
             "live": slots.held, "peak": slots.peak, "waiting": slots.waiting,
-            "capacity": slots.capacity, "holders": len(self._beats), "reclaimed": self.reclaimed,
-            "rates": dict(self._rates),
+            "capacity": self._slots and self._slots.capacity, "holders": len(self._beats),
+            "reclaimed": self.reclaimed, "rates": dict(self._rates),
         }
 
     def _pool(self) -> SlotPool:
