@@ -3,10 +3,12 @@ the same load over 4 harness processes sharing the Ray limiter.
 
 Processes (all on loopback):
   token server  `bench/_token_server.py`: the fake remote sampler (vLLM's token-in/token-out API)
-  ACR side      `--role acr`: the data-plane stub of the ACR tests (tests/runtimes/acr_stub.py)
-                with a cold start injected before each session's first invoke (uniform 1-5 s),
-                in front of a simulated agent that runs `--turns` chat turns against the
-                session's gateway with a think time between turns (uniform 1-3 s)
+  ACR side      the data-plane stub of the ACR tests (tests/runtimes/acr_stub.py) with a cold
+                start injected before each session's first invoke (uniform 1-5 s), in front of
+                a simulated agent (aiohttp client) that runs `--turns` chat turns against the
+                session's gateway with a think time between turns (uniform 1-3 s); the stub
+                and the agent each run as `--acr-procs` processes sharing a port (SO_REUSEPORT)
+                so that the simulated AWS side is not what tops out first
   harness       `--role harness`: what a harness process holds for `runtime=agentcore`: the
                 gateway (`GatewayServer`, tiny model's tokenizer and template) sampling through
                 `VLLMSampler`, and an `AgentCoreRuntime` (boto3 -> the stub) whose quotas sit in
@@ -89,17 +91,19 @@ def percentile(values: list[float], q: float) -> float:
 
 def agent_app(seed: int):
     """The simulated agent: `turns` chat turns against its gateway, thinking between them."""
-    import httpx
+    import aiohttp
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
     rng = random.Random(seed)
-    client = httpx.AsyncClient(timeout=600, trust_env=False,
-                               limits=httpx.Limits(max_connections=None, max_keepalive_connections=4096))
+    clients: list[aiohttp.ClientSession] = []  # made on the server's loop
 
     async def invocations(request: Request) -> JSONResponse:
+        if not clients:
+            clients.append(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                                 timeout=aiohttp.ClientTimeout(total=600)))
         payload = await request.json()
         rollout = payload["_rollout"]
         url = rollout["base_url"] + "/chat/completions"
@@ -108,12 +112,13 @@ def agent_app(seed: int):
         latencies = []
         for turn in range(payload["turns"]):
             started = time.monotonic()
-            answer = await client.post(url, headers=headers, json={
-                "model": rollout["model_id"], "messages": messages, "max_tokens": 32})
+            async with clients[0].post(url, headers=headers, json={
+                    "model": rollout["model_id"], "messages": messages, "max_tokens": 32}) as answer:
+                body = await answer.json(content_type=None)
             latencies.append(time.monotonic() - started)
-            if answer.status_code != 200:
-                return JSONResponse({"error": answer.text[:300]}, status_code=500)
-            reply = answer.json()["choices"][0]["message"]["content"]
+            if answer.status != 200:
+                return JSONResponse({"error": str(body)[:300]}, status_code=500)
+            reply = body["choices"][0]["message"]["content"]
             messages += [{"role": "assistant", "content": reply},
                          {"role": "user", "content": f"Turn {turn}: and then?"}]
             await asyncio.sleep(rng.uniform(*payload["think_s"]))
@@ -143,19 +148,53 @@ class ColdStarts:
         await self.app(scope, receive, send)
 
 
-def run_acr_side(args: argparse.Namespace) -> None:
-    import httpx
+class AiohttpForwarder:
+    """What `DataPlaneStub` needs of its httpx client (`post` -> status_code, content, text,
+    headers), on aiohttp: httpx's pool slowed the stub down with thousands of connections."""
 
-    stub = _load(HERE.parent / "tests" / "runtimes" / "acr_stub.py")
-    agent = stub.serve(agent_app(args.seed))
-    plane = stub.DataPlaneStub(agents={ARN: agent.url})
-    plane._client = httpx.AsyncClient(timeout=None, trust_env=False,
-                                      limits=httpx.Limits(max_connections=None))
-    server = stub.serve(ColdStarts(plane.app, args.cold_low, args.cold_high, args.seed))
-    print(json.dumps({"endpoint": server.url, "agent_pid": os.getpid()}), flush=True)
-    sys.stdin.read()  # until the parent closes our stdin
-    server.stop()
-    agent.stop()
+    def __init__(self) -> None:
+        self.session = None
+
+    async def post(self, url: str, *, content: bytes, headers: dict[str, str]):
+        import types
+
+        import aiohttp
+
+        if self.session is None:
+            self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                                 timeout=aiohttp.ClientTimeout(total=None))
+        async with self.session.post(url, data=content, headers=headers) as answer:
+            body = await answer.read()
+        return types.SimpleNamespace(status_code=answer.status, content=body, headers=answer.headers,
+                                     text=body.decode(errors="replace"))
+
+
+def shared_port_socket(port: int = 0):
+    """A loopback socket with SO_REUSEPORT: processes binding one port share its connections."""
+    import socket
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(("127.0.0.1", port))
+    return sock
+
+
+def run_acr_side(args: argparse.Namespace) -> None:
+    """One process of the ACR side, serving on the shared `--port`: the agent or the stub."""
+    import uvicorn
+
+    if args.role == "acr-agent":
+        app = agent_app(args.seed + os.getpid())
+    else:
+        stub = _load(HERE.parent / "tests" / "runtimes" / "acr_stub.py")
+        plane = stub.DataPlaneStub(agents={ARN: args.agent_url})
+        plane._client = AiohttpForwarder()
+        app = ColdStarts(plane.app, args.cold_low, args.cold_high, args.seed + os.getpid())
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off",
+                                           access_log=False, backlog=4096))
+    threading.Thread(target=lambda: (sys.stdin.read(), setattr(server, "should_exit", True)),
+                     daemon=True).start()  # until the parent closes our stdin
+    server.run(sockets=[shared_port_socket(args.port)])
 
 
 # -- one harness process --------------------------------------------------------------------------
@@ -240,21 +279,51 @@ async def run_harness(args: argparse.Namespace) -> dict:
 # -- the parent -----------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def acr_side(args: argparse.Namespace) -> Iterator[tuple[str, int]]:
-    child = subprocess.Popen([sys.executable, __file__, "--role", "acr", "--seed", str(args.seed),
-                              "--cold-low", str(args.cold_low), "--cold-high", str(args.cold_high)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, **AWS_ENV})
+def acr_side(args: argparse.Namespace) -> Iterator[tuple[str, list[int]]]:
+    """`--acr-procs` agent processes on one port, as many stub processes on another."""
+    import httpx
+
+    reserved = [shared_port_socket(), shared_port_socket()]  # bound, not listening: ports held
+    agent_port, stub_port = (sock.getsockname()[1] for sock in reserved)
+    common = ["--seed", str(args.seed), "--cold-low", str(args.cold_low),
+              "--cold-high", str(args.cold_high)]
+    children = []
+    for _ in range(args.acr_procs):
+        children.append(subprocess.Popen(
+            [sys.executable, __file__, "--role", "acr-agent", "--port", str(agent_port), *common],
+            stdin=subprocess.PIPE, text=True))
+        children.append(subprocess.Popen(
+            [sys.executable, __file__, "--role", "acr-stub", "--port", str(stub_port),
+             "--agent-url", f"http://127.0.0.1:{agent_port}", *common],
+            stdin=subprocess.PIPE, text=True, env={**os.environ, **AWS_ENV}))
+    endpoint = f"http://127.0.0.1:{stub_port}"
     try:
-        yield json.loads(child.stdout.readline())["endpoint"], child.pid
+        deadline = time.monotonic() + 120
+        while True:  # every process accepts: a ping through the stub's port reaches an agent's
+            try:
+                httpx.get(f"{endpoint}/ping", timeout=2)  # the stub answers 404: it listens
+                if httpx.get(f"http://127.0.0.1:{agent_port}/ping", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or any(child.poll() is not None for child in children):
+                raise RuntimeError("the ACR side did not start")
+            time.sleep(0.5)
+        time.sleep(3)  # the other processes of each port bind too
+        yield endpoint, [child.pid for child in children]
     finally:
-        child.stdin.close()
-        child.wait(30)
+        for child in children:
+            child.stdin.close()
+        for child in children:
+            child.wait(30)
+        for sock in reserved:
+            sock.close()
 
 
-def run_processes(args: argparse.Namespace, acr: tuple[str, int], sampler_url: str, tokenizer: str,
-                  sessions: int, procs: int, limiter: str, ray_address: str | None) -> list[dict]:
-    endpoint, acr_pid = acr
+def run_processes(args: argparse.Namespace, acr: tuple[str, list[int]], sampler_url: str,
+                  tokenizer: str, sessions: int, procs: int, limiter: str,
+                  ray_address: str | None) -> list[dict]:
+    endpoint, acr_pids = acr
     name = f"scale-{uuid.uuid4().hex[:8]}"
     argv = [sys.executable, __file__, "--role", "harness", "--endpoint", endpoint,
             "--sampler-url", sampler_url, "--tokenizer", tokenizer, "--sessions",
@@ -269,7 +338,7 @@ def run_processes(args: argparse.Namespace, acr: tuple[str, int], sampler_url: s
         line = child.stdout.readline()
         if not line:
             raise RuntimeError(f"a harness process died before it was ready (exit {child.wait()})")
-    acr_cpu, started = cpu_seconds(acr_pid), time.monotonic()
+    acr_cpu, started = sum(map(cpu_seconds, acr_pids)), time.monotonic()
     for child in children:
         child.stdin.write("go\n")
         child.stdin.flush()
@@ -279,7 +348,8 @@ def run_processes(args: argparse.Namespace, acr: tuple[str, int], sampler_url: s
         if child.returncode != 0:
             raise RuntimeError(f"a harness process failed with exit status {child.returncode}")
         results.append(json.loads(out.strip().splitlines()[-1]))
-    results[0]["acr_cores"] = (cpu_seconds(acr_pid) - acr_cpu) / (time.monotonic() - started)
+    acr_cpu = sum(map(cpu_seconds, acr_pids)) - acr_cpu
+    results[0]["acr_cores"] = acr_cpu / (time.monotonic() - started)
     return results
 
 
@@ -323,7 +393,12 @@ def table(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--role", choices=("parent", "acr", "harness"), default="parent")
+    parser.add_argument("--role", choices=("parent", "acr-agent", "acr-stub", "harness"),
+                        default="parent")
+    parser.add_argument("--acr-procs", type=int, default=2,
+                        help="processes of the simulated agent, and as many of the stub")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--agent-url")
     parser.add_argument("--levels", type=int, nargs="+", default=[250, 500, 1000, 2000])
     parser.add_argument("--procs", type=int, default=4, help="harness processes of the Ray run")
     parser.add_argument("--ray-sessions", type=int, default=2000)
@@ -343,7 +418,7 @@ def main() -> None:
     parser.add_argument("--ray-address")
     parser.add_argument("--max-live", type=int)
     args = parser.parse_args()
-    if args.role == "acr":
+    if args.role in ("acr-agent", "acr-stub"):
         run_acr_side(args)
         return
     if args.role == "harness":
