@@ -73,6 +73,13 @@ class RuntimeConfig:
     read_timeout_s: float = 3600.0
     poll_initial_s: float = 0.5
     poll_max_s: float = 10.0
+    # the quotas' holder (runtimes/limits.py): this process (local) or a Ray actor the job shares (ray)
+    limiter: str = "local"
+    max_live_sessions: int | None = None  # the limiter's live-session cap; None = concurrency
+    priorities: dict[str, int] = field(default_factory=dict)  # task -> priority (eval 1, train 0)
+    ray_address: str | None = None
+    limiter_name: str = "agentcore-rl-limiter"
+    lease_ttl_s: float = 30.0
 
 
 @dataclass(frozen=True)

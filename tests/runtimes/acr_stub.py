@@ -126,6 +126,8 @@ class DataPlaneStub:
         self.session_dirs: dict[str, Path] = {}
         self._inflight: dict[str, asyncio.Task[httpx.Response]] = {}
         self.peak_inflight = 0
+        self.live: set[str] = set()  # invoked, not yet stopped: what ACR counts as live sessions
+        self.peak_live = 0
         self._client: httpx.AsyncClient | None = None
         self.app = Starlette(
             routes=[
@@ -150,8 +152,11 @@ class DataPlaneStub:
                 "qualifier": request.query_params.get("qualifier"),
                 "content_type": request.headers.get("content-type"),
                 "body": body,
+                "at": time.monotonic(),
             }
         )
+        self.live.add(session_id)
+        self.peak_live = max(self.peak_live, len(self.live))
         fault = self.invoke_faults.pop(0) if self.invoke_faults else None
         if fault is not None and not fault.after_agent:
             return _error(fault)
@@ -201,8 +206,10 @@ class DataPlaneStub:
                 "session_id": session_id,
                 "qualifier": request.query_params.get("qualifier"),
                 "body": await request.body(),
+                "at": time.monotonic(),
             }
         )
+        self.live.discard(session_id)
         if self.stop_faults:
             return _error(self.stop_faults.pop(0))
         forward = self._inflight.get(session_id)

@@ -150,6 +150,7 @@ def build_runtime(config: HarnessConfig, *, private_dirs: tuple[Path, ...] = ())
     runtime = config.runtime
     if runtime.kind == "agentcore":
         from ..runtimes.agentcore import AgentCoreRuntime
+        from ..runtimes.limits import LimiterSettings, Priorities, build_limiter
 
         return AgentCoreRuntime(
             arns=dict(runtime.arns), region=runtime.region, qualifier=runtime.qualifier,
@@ -160,6 +161,14 @@ def build_runtime(config: HarnessConfig, *, private_dirs: tuple[Path, ...] = ())
             max_invoke_attempts=runtime.max_invoke_attempts,
             read_timeout_s=max(runtime.read_timeout_s, config.eval.timeout_s + 60),
             poll_initial_s=runtime.poll_initial_s, poll_max_s=runtime.poll_max_s,
+            limiter=build_limiter(
+                LimiterSettings(kind=runtime.limiter, max_live_sessions=runtime.max_live_sessions,
+                                ray_address=runtime.ray_address, name=runtime.limiter_name,
+                                lease_ttl_s=runtime.lease_ttl_s),
+                tps_per_arn={arn: runtime.tps_per_arn for arn in runtime.arns.values()},
+                concurrency=runtime.concurrency,
+            ),
+            priorities=Priorities(by_task=dict(runtime.priorities)),
         )
     from ..runtimes.isolation import IsolationChoice
     from ..runtimes.local import LocalRuntime

@@ -169,7 +169,7 @@ class CaseRunner:
         keep = {"keep_state": True} if case.spec.needs_sandbox and keeps_final_state(self.runtime) else {}
         try:
             return await self.runtime.run_session(
-                agent=AgentRef(task=case.spec.name, agent=agent.agent, input_id=case.row_id),
+                agent=AgentRef(task=case.spec.name, agent=agent.agent, input_id=case.row_id, phase=case.phase),
                 session_id=session_id,
                 payload=payload,
                 timeout_s=self.settings.timeout_s,

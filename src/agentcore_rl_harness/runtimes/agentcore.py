@@ -18,17 +18,18 @@ InvokeAgentRuntime is not idempotent: boto3's default retries ran one agent hand
 after a single 500. The clients built here never retry on their own
 (`retries={"total_max_attempts": 1}`); the runtime resends an invoke only after an error proving
 the agent did not run (throttling, HTTP 429, service unavailable, connection refused), with
-exponential backoff, and says how many attempts it made when it gives up. One token bucket per
-runtime ARN paces invokes and stops together (ACR's default quota is 25 TPS per ARN), and a
-semaphore caps live sessions. The session timeout counts from the moment the session gets a
+exponential backoff, and says how many attempts it made when it gives up. A `SessionLimiter`
+(`limits.py`: this process's own, or one shared by the job's processes through Ray) paces
+invokes and stops together with one token bucket per runtime ARN (ACR's default quota is 25 TPS
+per ARN) and caps live sessions, serving evaluation sessions before training rollouts. The session timeout counts from the moment the session gets a
 live-session slot (submission), so cold start is included. boto3 is synchronous: every call
 runs in the runtime's own thread pool, sized so long inline invokes cannot starve stops and polls.
 
 Long because one ACR session's life (invoke, its result in one of three modes, resends, the stop
 on every exit path, its command sandbox) shares the runtime's clients, per-ARN token buckets,
 slot semaphore and thread pool. The parts that do not need that state are modules of their own:
-`_invocations.py` and `_s3_results.py` (result modes), `_retry.py` (the resend policy), `_rate.py`
-(pacing), `_acr_calls.py` and `_acr_commands.py` (the boto3 calls, commands).
+`_invocations.py` and `_s3_results.py` (result modes), `_retry.py` (the resend policy), `limits.py`
+(pacing and slots), `_acr_calls.py` and `_acr_commands.py` (the boto3 calls, commands).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..errors import ConfigError, MissingDependencyError, RuntimeStartError, SandboxError
 from ..records import SessionOutcome, Status
 from . import _invocations as invocations
-from ._rate import TokenBucket
+from .limits import STOP_PRIORITY, LocalLimiter, Priorities, SessionLimiter
 from ._retry import Backoff, GaveUp, retry_call
 from .base import AgentRef
 
@@ -102,13 +103,17 @@ class AgentCoreRuntime:
         poll_backoff: float = 1.5,
         read_timeout_s: float = 3600.0,
         client_factory: ClientFactory | None = None,
+        limiter: SessionLimiter | None = None,
+        priorities: Priorities | None = None,
     ) -> None:
         """`arns` maps task names to runtime ARNs (key "*" serves every other task).
 
         `exp_id` names the S3 folder of this run's results (default: a fresh unique id).
         `endpoint_url` / `s3_endpoint_url` point the clients elsewhere (VPC endpoints, tests).
         `read_timeout_s` bounds one blocking read of an invoke response; keep it above the
-        longest session (`eval.timeout_s`) in inline mode.
+        longest session (`eval.timeout_s`) in inline mode. `limiter` holds the quotas (default:
+        this process's own, `tps_per_arn` per ARN and `concurrency` live sessions); `priorities`
+        orders the sessions waiting for them (default: evaluation before training).
         """
         if not arns:
             raise ConfigError(
@@ -167,8 +172,12 @@ class AgentCoreRuntime:
                 poll_max_s=poll_max_s,
                 poll_backoff=poll_backoff,
             )
-        self._limiters = {arn: TokenBucket(tps_per_arn) for arn in set(self.arns.values())}
-        self._slots = asyncio.Semaphore(concurrency)
+        self.limiter: SessionLimiter = limiter or LocalLimiter(
+            tps_per_arn={arn: tps_per_arn for arn in set(self.arns.values())},
+            max_live_sessions=concurrency,
+        )
+        self.priorities = priorities or Priorities()
+        self._slots = asyncio.Semaphore(concurrency)  # this process's share (its threads)
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=concurrency * 2 + 4, thread_name_prefix="arl-agentcore"
         )
@@ -193,7 +202,8 @@ class AgentCoreRuntime:
                 f"session id {session_id!r} has {len(session_id)} characters; AgentCore needs "
                 f"{low}-{high}"
             )
-        async with self._slots:
+        priority = self.priorities.of(agent)
+        async with self._slots, self.limiter.slot(priority=priority):
             if self._closed:
                 raise RuntimeStartError(
                     "AgentCoreRuntime is closed; create a new one to run sessions"
@@ -206,7 +216,7 @@ class AgentCoreRuntime:
                 try:
                     async with asyncio.timeout(timeout_s):
                         result = await self._session(
-                            arn, region, agent, session_id, payload, progress
+                            arn, region, agent, session_id, payload, progress, priority
                         )
                 except TimeoutError:
                     return _outcome(
@@ -246,6 +256,7 @@ class AgentCoreRuntime:
         for sandbox in list(self._sandboxes.values()):
             await sandbox.aclose()
         self._sandboxes.clear()
+        await self.limiter.aclose()
         self._executor.shutdown(wait=False, cancel_futures=True)
         if self._sandbox_executor is not None:
             self._sandbox_executor.shutdown(wait=False, cancel_futures=True)
@@ -304,16 +315,19 @@ class AgentCoreRuntime:
         session_id: str,
         payload: dict[str, Any],
         progress: Any,
+        priority: int,
     ) -> dict[str, Any]:
         body, key = self._payload_bytes(agent, session_id, payload)
-        reply = await self._invoke(arn, region, session_id, body)
+        reply = await self._invoke(arn, region, session_id, body, priority)
         answer = self._calls.parse_result(reply)
         if self._results is not None and answer.get("status") in _ACCEPTED_STATES:
             return await self._results.wait(str(answer.get("result_key") or key), progress)
 
         async def get(invocation_id: str) -> Any:
             request = json.dumps(invocations.get_payload(invocation_id)).encode()
-            return self._calls.parse_result(await self._invoke(arn, region, session_id, request))
+            return self._calls.parse_result(
+                await self._invoke(arn, region, session_id, request, priority)
+            )
 
         try:
             return await invocations.settle(
@@ -338,9 +352,11 @@ class AgentCoreRuntime:
             raise ValueError(f"the payload of session {session_id} is not JSON: {exc}") from exc
         return body, key
 
-    async def _invoke(self, arn: str, region: str, session_id: str, body: bytes) -> Any:
+    async def _invoke(
+        self, arn: str, region: str, session_id: str, body: bytes, priority: int
+    ) -> Any:
         async def attempt() -> Any:
-            await self._limiters[arn].acquire()
+            await self.limiter.pace(arn=arn, priority=priority)
             self.stats["invokes"] += 1
             return await self._call(
                 self._calls.invoke,
@@ -399,7 +415,7 @@ class AgentCoreRuntime:
         client_token = str(uuid.uuid4())
 
         async def attempt() -> None:
-            await self._limiters[arn].acquire()
+            await self.limiter.pace(arn=arn, priority=STOP_PRIORITY)
             self.stats["stops"] += 1
             await self._call(
                 self._calls.stop,

@@ -14,12 +14,14 @@ class AgentRef:
 
     `input_id` (the dataset row id) names the case in S3 result keys; runtimes send it to the
     agent only in the S3 result mode, with `exp_id` and `s3_bucket` (agentcore-rl-toolkit's
-    `AgentCoreRLApp` demands all three once one of them is present).
+    `AgentCoreRLApp` demands all three once one of them is present). `phase` (pre, train, post,
+    eval, collect) sets the session's priority where a limiter serves waiters by priority.
     """
 
     task: str
     agent: str | None
     input_id: str | None = None
+    phase: str | None = None
 
 
 @runtime_checkable
