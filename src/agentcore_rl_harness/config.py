@@ -409,6 +409,12 @@ def compose_config(
         if saved is not None:
             GlobalHydra.instance().initialize(saved)
     assert isinstance(resolved, dict)
+    return composed_from(resolved, overrides=overrides, source=label)
+
+
+def composed_from(resolved: dict[str, Any], *, overrides: typing.Sequence[str], source: str) -> ComposedConfig:
+    """The typed config of a resolved mapping (composed here, or by another process of the run)."""
+    overrides = tuple(overrides)
     resolved.pop("hydra", None)
     plain = {k: v for k, v in resolved.items() if k not in ("trainer", "algo")}
     if "agent" in plain and plain["agent"] is None:  # Hydra reads `agent=null` as None
@@ -426,7 +432,7 @@ def compose_config(
     for section in (typed.gateway, typed.eval, typed.gates, typed.report):
         section.validate()
     check_agent(typed.agent, typed.runtime.kind)
-    return ComposedConfig(typed=typed, resolved=resolved, overrides=overrides, source=label)
+    return ComposedConfig(typed=typed, resolved=resolved, overrides=overrides, source=source)
 
 
 def _explain_hydra_error(exc: Exception, overrides: tuple[str, ...], project: Path | None) -> str:

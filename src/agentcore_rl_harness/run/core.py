@@ -49,6 +49,7 @@ class Run:
     compare_path: Path | None = None  # --agentcore-rl-compare
     save_baseline: str | None = None  # --agentcore-rl-save-baseline
     specs: dict[str, TaskSpec] = field(default_factory=dict)
+    task_tags: dict[str, list[str]] = field(default_factory=dict)  # of tasks other processes planned
     train_items: set[str] = field(default_factory=set)
     rollouts: list[Rollout] = field(default_factory=list)
     train_steps: list[dict[str, Any]] = field(default_factory=list)
@@ -72,6 +73,15 @@ class Run:
                terminal: Terminal | None, harness: Harness | None = None) -> "Run":
         rundir = RunDir.resume(mode=mode, run_dir=run_dir, overrides=overrides)
         return cls._made(rundir, rootdir, terminal, harness)
+
+    @classmethod
+    def attach(cls, *, mode: str, run_dir: Path, resolved: dict[str, Any], overrides: list[str],
+               resumed: bool, rootdir: Path, terminal: Terminal | None) -> "Run":
+        """A worker process's share of a run its controller owns (`pytest -n`, see sharding.py):
+        it rolls out and scores its items; the controller writes every file."""
+        rundir = RunDir.attach(mode=mode, run_dir=run_dir, resolved=resolved, overrides=overrides,
+                               resumed=resumed)
+        return cls._made(rundir, rootdir, terminal, None)
 
     @classmethod
     def _made(cls, rundir: RunDir, rootdir: Path, terminal: Terminal | None, harness: Harness | None) -> "Run":
@@ -135,7 +145,7 @@ class Run:
         self.write(f"agentcore-rl {self.mode}: run directory {self.run_dir}")
         harness.start()  # first: a missing dependency or model leaves no run directory behind
         self.rundir.open()
-        start_step = self._reload() if self.rundir.resumed is not None else 0
+        start_step = self.reload() if self.rundir.resumed is not None else 0
         cases = [(item_id, item) for item_id, item in items if isinstance(item, Case)]
         if self.mode in ("run", "train"):
             specs = list({id(item.spec): item.spec for _, item in items}.values())
@@ -149,7 +159,7 @@ class Run:
             self.write(f"agentcore-rl {self.phase}: {len(scheduler.pending)} rollouts")
         scheduler.begin_items(self.phase)
 
-    def _reload(self) -> int:
+    def reload(self) -> int:
         """Keep finished rollouts of a resumed run; return the training step to continue from."""
         reloaded = self.rundir.reload()
         self.rollouts = list(reloaded.rollouts)
@@ -206,6 +216,10 @@ class Run:
         """Scored: what the episode held (its sandbox) can go."""
         if episode.held:
             self.parts().loop.run(episode.held.release())
+
+    def record_received(self, rollout: Rollout) -> Rollout:
+        """Record a rollout another process of the run scored (`pytest -n`): this one writes."""
+        return self._record(rollout)
 
     def _record(self, rollout: Rollout) -> Rollout:
         rollout = self.rundir.store.append(rollout)  # as written: an unstorable value fails the rollout
@@ -311,7 +325,7 @@ class Run:
             self.infra_errors += len(write_errors)
             self.write(f"agentcore-rl: {len(write_errors)} rollout(s) could not be "
                        f"written to {self.run_dir}: {write_errors[0]}")
-        if write_reports:
+        if write_reports and not self.rundir.shared:  # a worker's controller reports
             self._report()
         return finish.run_failed(infra_errors=self.infra_errors, other_failures=self.other_failures,
                                  gate_failures=self.gate_failures)
@@ -319,11 +333,12 @@ class Run:
     def _report(self) -> None:
         self.report = build_report(
             run_id=self.run_dir.name, mode=self.mode, config=self.config.resolved,
-            overrides=self.config.overrides, versions=finish.versions() if self.harness else {},
+            overrides=self.config.overrides,
+            versions=finish.versions() if self.harness or self.rollouts else {},
             git_sha=finish.git_sha(self.rootdir), started_at=self.started_at.isoformat(),
             wall_time_s=round(time.monotonic() - self.started_monotonic, 3), rollouts=self.rollouts,
             item_phase=self.phase, train_steps=self.train_steps,
-            tags={name: list(spec.tags) for name, spec in self.specs.items()},
+            tags={**self.task_tags, **{name: list(spec.tags) for name, spec in self.specs.items()}},
             discarded=read_discarded(self.run_dir),
         )
         self.gate_failures = finish.judge_gates(self.report, self.config.typed.gates, self.compare_path)
