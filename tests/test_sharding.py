@@ -15,7 +15,7 @@ from agentcore_rl_harness.sharding import shard_indices
 
 pytest.importorskip("xdist", reason="pip install pytest-xdist")
 
-ROWS, SAMPLES = 3, 2
+ROWS, TRAIN_ROWS, SAMPLES = 3, 2, 2  # eval runs the test rows, collect the train rows
 SETTINGS = ["model=tiny", "sampling.max_tokens=8", "seed=5", "report.progress=lines"]
 # Collected first (file order): item 0, so worker gw0 dies before its other items finish.
 CRASH_ONCE = '''
@@ -28,9 +28,9 @@ def test_crash_once():
 '''
 
 
-def _pytest(cwd, *extra, timeout=900):
+def _pytest(cwd, *extra, mode="eval", timeout=900):
     sets = [arg for setting in SETTINGS for arg in ("--agentcore-rl-set", setting)]
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--agentcore-rl", "eval",
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--agentcore-rl", mode,
                *sets, *extra]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
@@ -53,7 +53,7 @@ def _testcases(run_dir):
 def project(tmp_path_factory, tiny_model_dir):
     """The toy project and its single-process reference run."""
     root = write_project(tmp_path_factory.mktemp("sharded"), task=even_length_task(samples=SAMPLES),
-                         dataset=rows(ROWS))
+                         dataset=rows(TRAIN_ROWS + ROWS, train=TRAIN_ROWS))
     (root / "test_a_crash.py").write_text(CRASH_ONCE)
     (root / "crashed").touch()  # the reference does not crash
     code, output = _pytest(root, "--agentcore-rl-out", "reference")
@@ -122,3 +122,18 @@ def test_run_mode_and_other_dist_modes_are_refused(pytester):
     result.stderr.fnmatch_lines(["*--dist loadfile: under --agentcore-rl the harness shares the "
                                  "items among the workers itself*drop --dist or pass --dist load*"])
     assert not (pytester.path / "out").exists()
+
+
+@pytest.mark.slow
+def test_collect_under_two_workers_saves_every_rollout_once_as_parquet(project):
+    from datasets import Dataset
+
+    code, output = _pytest(project, "-n", "2", "--agentcore-rl-out", "collected", mode="collect")
+    assert code == 0, output[-3000:]
+    records = read_records(project / "collected")
+    assert {(r["row_id"], r["sample_index"]) for r in records} == {
+        (f"r{row}", sample) for row in range(TRAIN_ROWS) for sample in range(SAMPLES)}
+    assert len(records) == TRAIN_ROWS * SAMPLES and {r["phase"] for r in records} == {"collect"}
+    table = Dataset.from_parquet(str(project / "collected" / "rollouts.parquet"))
+    assert sorted(zip(table["row_id"], table["sample_index"])) == sorted(
+        (r["row_id"], r["sample_index"]) for r in records)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,9 +66,11 @@ def check_controller(config: pytest.Config, mode: str) -> None:
 
 def controller_line(config: pytest.Config, run: Run) -> str:
     """What the controller says first: where the run goes and who fills it."""
+    from xdist.workermanage import parse_tx_spec_config  # a controller: xdist is loaded
+
     return (f"agentcore-rl {run.mode}: run directory {run.run_dir}; rollouts from "
-            f"{len(config.getoption('tx'))} pytest-xdist workers, each with its own gateway and "
-            "sessions (and its own copy of an in-process model)")
+            f"{len(parse_tx_spec_config(config))} pytest-xdist workers, each with its own gateway "
+            "and sessions (and its own copy of an in-process model)")
 
 
 def worker_setup(config: pytest.Config) -> dict[str, Any]:
@@ -84,8 +87,6 @@ def worker_setup(config: pytest.Config) -> dict[str, Any]:
 def attached_run(config: pytest.Config, mode: str, terminal: Any) -> Run:
     """This worker's share of the controller's run."""
     setup = worker_setup(config)
-    from pathlib import Path
-
     return Run.attach(mode=mode, run_dir=Path(setup["run_dir"]), resolved=setup["resolved"],
                       overrides=list(setup["overrides"]), resumed=setup["resumed"],
                       rootdir=Path(config.rootpath), terminal=terminal)
@@ -96,20 +97,21 @@ def shard_indices(count: int, shard: int, shards: int) -> list[int]:
     return list(range(shard, count, shards))
 
 
-def node_share(node: Any, count: int) -> list[int]:
-    """The collection indices the controller sends one worker (none to a replacement)."""
-    setup = node.workerinput[WORKER_INPUT]
+def _share(setup: dict[str, Any], count: int) -> list[int]:
+    """A worker's share of `count` collected items (none for a replacement of a dead worker)."""
     return [] if setup["shard"] is None else shard_indices(count, setup["shard"], setup["shards"])
+
+
+def node_share(node: Any, count: int) -> list[int]:
+    """The collection indices the controller sends one worker."""
+    return _share(node.workerinput[WORKER_INPUT], count)
 
 
 def local_items(config: pytest.Config, items: Sequence[pytest.Item]) -> list[pytest.Item]:
     """The items this process runs: all of them, or in a worker its share."""
     if not hasattr(config, "workerinput"):
         return list(items)
-    setup = worker_setup(config)
-    if setup["shard"] is None:
-        return []
-    return [items[i] for i in shard_indices(len(items), setup["shard"], setup["shards"])]
+    return [items[i] for i in _share(worker_setup(config), len(items))]
 
 
 class ShardController:
