@@ -21,7 +21,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("reports", "trackers"),
     ("config",),
     ("run", "runner", "training", "scoring"),
-    ("session", "fixtures", "plugin", "pytest_outcomes", "integrations", "sweep", "standalone_gateway", "cli"),
+    ("session", "fixtures", "plugin", "pytest_outcomes", "sharding", "_shard_scheduling", "integrations", "sweep",
+     "standalone_gateway", "cli"),
     ("",),  # the package's own __init__: the public facade
 )
 # Old import paths kept for one release: they import the new home (upward) and warn.

@@ -137,11 +137,12 @@ def test_x(rollout, row):
     result.stdout.fnmatch_lines(["*dataset file*missing.jsonl does not exist*"])
 
 
-def test_xdist_is_refused_with_agentcore_rl_and_left_alone_without_it(project):
+def test_xdist_training_is_refused_and_plain_xdist_is_left_alone(project):
     pytest.importorskip("xdist", reason="pip install pytest-xdist")
-    result = project.runpytest("-n", "2", "--agentcore-rl", "eval", "--agentcore-rl-out", "out")
+    result = project.runpytest("-n", "2", "--agentcore-rl", "train", "--agentcore-rl-out", "out")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--agentcore-rl does not run under pytest-xdist (-n*Run without -n*"])
+    result.stderr.fnmatch_lines(["*--agentcore-rl train does not run under pytest-xdist (-n*"
+                                 "Use -n with eval or collect; train without -n*"])
     assert not (project.path / "out").exists()
     plain = project.runpytest("-n", "2")
     plain.assert_outcomes(passed=1, skipped=1)

@@ -83,6 +83,52 @@ def test_2x2_multirun_with_the_joblib_launcher(project, tiny_model_dir):
     _check_2x2(project, sweep_dir, result)
 
 
+# hydra/launcher=ray (hydra-ray-launcher: a local Ray cluster started by the sweep) and
+# submitit_local (hydra-submitit-launcher: one local process per job) run the same 2-job sweep as
+# the basic launcher: the same jobs, metrics, best job and sweep.md.
+LAUNCHERS = {
+    "ray": ("hydra_plugins.hydra_ray_launcher", "pip install hydra-ray-launcher",
+            ["hydra/launcher=ray", "+hydra.launcher.ray.init.num_cpus=2",
+             "+hydra.launcher.ray.init.include_dashboard=false"]),
+    "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "pip install hydra-submitit-launcher",
+                       ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=15"]),
+}
+
+
+def _two_jobs(root, name, *launcher):
+    sweep_dir = root / name
+    result = _sweep(root, "-m", *BASE, "seed=0,1", f"hydra.sweep.dir={sweep_dir}", *launcher)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return sweep_dir
+
+
+def _summary_content(sweep_dir):
+    """sweep.json with this sweep's directory written as <sweep>, and sweep.md."""
+    text = (sweep_dir / "sweep.json").read_text().replace(str(sweep_dir), "<sweep>")
+    return json.loads(text), (sweep_dir / "sweep.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def basic_two_jobs(tmp_path_factory, tiny_model_dir):
+    root = tmp_path_factory.mktemp("launchers")
+    (root / "data.jsonl").write_text(json.dumps({"id": "r0", "split": "test", "question": "Say 0"}) + "\n")
+    (root / "agent.py").write_text(AGENT)
+    (root / "test_toy.py").write_text(TASK)
+    return root, _summary_content(_two_jobs(root, "basic"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+def test_cluster_launchers_give_the_basic_launchers_sweep_summary(basic_two_jobs, launcher):
+    module, install, overrides = LAUNCHERS[launcher]
+    pytest.importorskip(module, reason=install)
+    root, (basic, basic_markdown) = basic_two_jobs
+    summary, markdown = _summary_content(_two_jobs(root, launcher, *overrides))
+    assert [job["overrides"][-1] for job in summary["jobs"]] == ["seed=0", "seed=1"]
+    assert all(job["ok"] and job["metrics"]["n"] == 2 for job in summary["jobs"])
+    assert summary == basic and markdown == basic_markdown
+
+
 def test_a_failed_job_makes_the_sweep_exit_non_zero(project):
     result = _sweep(project, "sweep.mode=bogus", "model=tiny", f"hydra.run.dir={project / 'one'}",
                     timeout=120)

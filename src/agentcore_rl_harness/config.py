@@ -484,6 +484,12 @@ def compose_config(
         if saved is not None:
             GlobalHydra.instance().initialize(saved)
     assert isinstance(resolved, dict)
+    return composed_from(resolved, overrides=overrides, source=label)
+
+
+def composed_from(resolved: dict[str, Any], *, overrides: typing.Sequence[str], source: str) -> ComposedConfig:
+    """The typed config of a resolved mapping (composed here, or by another process of the run)."""
+    overrides = tuple(overrides)
     resolved.pop("hydra", None)
     plain = {k: v for k, v in resolved.items() if k not in ("trainer", "algo", "logger")}
     if "agent" in plain and plain["agent"] is None:  # Hydra reads `agent=null` as None
@@ -504,7 +510,7 @@ def compose_config(
     typed.runtime.network.check()
     check_agent(typed.agent, typed.runtime.kind)
     check_warmup(typed)
-    return ComposedConfig(typed=typed, resolved=resolved, overrides=overrides, source=label)
+    return ComposedConfig(typed=typed, resolved=resolved, overrides=overrides, source=source)
 
 
 def _explain_hydra_error(exc: Exception, overrides: tuple[str, ...], project: Path | None) -> str:

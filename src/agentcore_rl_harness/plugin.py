@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from . import sharding
 from .errors import ConfigError, HarnessError, MissingDependencyError
 from .fixtures import (  # noqa: F401
     _arl_case, agentcore_rl_config, agentcore_session, backend, gateway, rollout, row, sandbox,
@@ -109,7 +110,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"--agentcore-rl {mode!r}: unknown mode; valid choices: {', '.join(MODES)}"
         )
-    _refuse_xdist(config)
+    where = sharding.role(config)  # under pytest -n: 'controller' or 'worker'
+    if where == "controller":
+        sharding.check_controller(config, mode)
     overrides = [*config.getini("agentcore_rl_set"), *config.getoption("agentcore_rl_set")]
     for override in overrides:
         if "=" not in override:
@@ -127,7 +130,9 @@ def pytest_configure(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     terminal = PytestTerminal(reporter) if reporter is not None else None
     try:
-        if resume:
+        if where == "worker":
+            run = sharding.attached_run(config, mode, terminal)
+        elif resume:
             run = Run.resume(
                 mode=mode,
                 run_dir=Path(resume),
@@ -171,23 +176,14 @@ def pytest_configure(config: pytest.Config) -> None:
         run.save_baseline = name
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(ProgressHooks(run), "agentcore-rl-progress")
+    if where == "controller":
+        if resume:
+            run.reload()  # before the workers start: they read what it keeps
+        config.pluginmanager.register(sharding.ShardController(run, resumed=bool(resume)), "agentcore-rl-shard")
+        run.write(sharding.controller_line(config, run))
+    elif where == "worker":
+        config.pluginmanager.register(sharding.ShardWorker(run), "agentcore-rl-shard")
     _interrupt_on_sigterm()
-
-
-def _refuse_xdist(config: pytest.Config) -> None:
-    """One run needs one process: xdist workers would each start a harness and share one
-    rollouts.jsonl while the controller reports none of it (combining them is issue #16)."""
-    worker = hasattr(config, "workerinput")
-    distributing = config.pluginmanager.hasplugin("xdist") and not config.option.collectonly and (
-        bool(config.getoption("numprocesses", None))
-        or (config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None)))
-    )
-    if worker or distributing:
-        raise pytest.UsageError(
-            "--agentcore-rl does not run under pytest-xdist (-n / --dist): each worker would start "
-            "its own harness and the run's report would miss their rollouts. Run without -n "
-            "(pass -n 0 if your addopts set it); the harness already runs rollouts concurrently"
-        )
 
 
 class ProgressHooks:
@@ -274,7 +270,7 @@ def pytest_runtestloop(session: pytest.Session):
     run = _run(session.config)
     if run is not None and not session.config.option.collectonly:
         try:
-            run.start(_task_items(session.items))
+            run.start(_task_items(sharding.local_items(session.config, session.items)))
         except MissingDependencyError as exc:  # e.g. no torch: say what to install, not a traceback
             raise pytest.UsageError(f"agentcore-rl {run.mode}: {exc}") from exc
     return (yield)

@@ -94,6 +94,32 @@ class RunStore:
             self._file.close()
 
 
+class Outbox:
+    """A worker process's store under `pytest -n` (sharding.py): it writes nothing; each record's
+    JSON line waits to be sent to the controller, the run's one writer."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lines: list[str] = []
+        self.write_errors: list[str] = []
+
+    def append(self, rollout: Rollout) -> Rollout:
+        """Encode one record as `RunStore.append` writes it; return the rollout as encoded."""
+        rollout, line = encode_rollout(rollout)
+        with self._lock:
+            self._lines.append(line)
+        return rollout
+
+    def drain(self) -> list[str]:
+        """The lines appended since the last drain."""
+        with self._lock:
+            lines, self._lines = self._lines, []
+        return lines
+
+    def close(self) -> None:
+        pass
+
+
 def write_parquet(run_dir: Path, rollouts: list[Rollout]) -> Path | None:
     """`rollouts.parquet` (a HF `datasets` dataset) of the rollouts `collect` gathered.
 

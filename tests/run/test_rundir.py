@@ -67,3 +67,20 @@ def test_resume_refuses_what_is_not_a_run_or_another_mode(tmp_path):
     path = _stopped_run(tmp_path, [_rollout("r0")])
     with pytest.raises(HarnessError, match="that is a 'run' run; resume it with --agentcore-rl run"):
         RunDir.resume(mode="eval", run_dir=path, overrides=[])
+
+
+def test_an_attached_worker_reads_the_owners_directory_and_writes_nothing(tmp_path):
+    owner = RunDir.resume(mode="run", run_dir=_stopped_run(tmp_path, [
+        _rollout("r0", "pre"), _rollout("r1", "pre", status=Status.INFRA_ERROR)]), overrides=FAST)
+    owner.reload()  # the controller sets the infra error aside before the workers start
+    before = {p.name: p.read_bytes() for p in owner.path.iterdir()}
+    worker = RunDir.attach(mode="run", run_dir=owner.path, resolved=owner.config.resolved,
+                           overrides=list(owner.config.overrides), resumed=True)
+    assert worker.config.typed == owner.config.typed and worker.config.overrides == owner.config.overrides
+    assert [r.row_id for r in worker.reload().rollouts] == ["r0"]
+    stored = worker.store.append(_rollout("r2").replace(reward=float("nan")))
+    assert stored.status is Status.TASK_FAILED  # encoded as the owner would write it
+    lines = worker.store.drain()
+    assert [json.loads(line)["row_id"] for line in lines] == ["r2"] and worker.store.drain() == []
+    assert worker.close() == []
+    assert {p.name: p.read_bytes() for p in owner.path.iterdir()} == before

@@ -50,6 +50,7 @@ class Run:
     compare_path: Path | None = None  # --agentcore-rl-compare
     save_baseline: str | None = None  # --agentcore-rl-save-baseline
     specs: dict[str, TaskSpec] = field(default_factory=dict)
+    task_tags: dict[str, list[str]] = field(default_factory=dict)  # of tasks other processes planned
     train_items: set[str] = field(default_factory=set)
     rollouts: list[Rollout] = field(default_factory=list)
     train_steps: list[dict[str, Any]] = field(default_factory=list)
@@ -74,6 +75,15 @@ class Run:
                terminal: Terminal | None, harness: Harness | None = None) -> "Run":
         rundir = RunDir.resume(mode=mode, run_dir=run_dir, overrides=overrides)
         return cls._made(rundir, rootdir, terminal, harness)
+
+    @classmethod
+    def attach(cls, *, mode: str, run_dir: Path, resolved: dict[str, Any], overrides: list[str],
+               resumed: bool, rootdir: Path, terminal: Terminal | None) -> "Run":
+        """A worker process's share of a run its controller owns (`pytest -n`, see sharding.py):
+        it rolls out and scores its items; the controller writes every file."""
+        rundir = RunDir.attach(mode=mode, run_dir=run_dir, resolved=resolved, overrides=overrides,
+                               resumed=resumed)
+        return cls._made(rundir, rootdir, terminal, None)
 
     @classmethod
     def _made(cls, rundir: RunDir, rootdir: Path, terminal: Terminal | None, harness: Harness | None) -> "Run":
@@ -137,8 +147,8 @@ class Run:
         self.write(f"agentcore-rl {self.mode}: run directory {self.run_dir}")
         harness.start()  # first: a missing dependency or model leaves no run directory behind
         self.rundir.open()
-        start_step = self._reload() if self.rundir.resumed is not None else 0
-        if self.config.typed.logger:
+        start_step = self.reload() if self.rundir.resumed is not None else 0
+        if self.config.typed.logger and not self.rundir.shared:  # under -n, not in workers
             self.tracking = Tracking.start(
                 self.config.typed.logger, run_dir=self.run_dir, mode=self.mode, rootdir=self.rootdir,
                 config=self.config.resolved, tags=self._tags(), steps=self.train_steps, write=self.write)
@@ -155,7 +165,7 @@ class Run:
             self.write(f"agentcore-rl {self.phase}: {len(scheduler.pending)} rollouts")
         scheduler.begin_items(self.phase)
 
-    def _reload(self) -> int:
+    def reload(self) -> int:
         """Keep finished rollouts of a resumed run; return the training step to continue from."""
         reloaded = self.rundir.reload()
         self.rollouts = list(reloaded.rollouts)
@@ -238,6 +248,10 @@ class Run:
             states.save(self.run_dir, episode.session_id, final.state, final.why_missing)
         if episode.held:
             self.parts().loop.run(episode.held.release())
+
+    def record_received(self, rollout: Rollout) -> Rollout:
+        """Record a rollout another process of the run scored (`pytest -n`): this one writes."""
+        return self._record(rollout)
 
     def _record(self, rollout: Rollout) -> Rollout:
         rollout = self.rundir.store.append(rollout)  # as written: an unstorable value fails the rollout
@@ -343,7 +357,7 @@ class Run:
             self.infra_errors += len(write_errors)
             self.write(f"agentcore-rl: {len(write_errors)} rollout(s) could not be "
                        f"written to {self.run_dir}: {write_errors[0]}")
-        if write_reports:
+        if write_reports and not self.rundir.shared:  # a worker's controller reports
             self._report()
         failed = finish.run_failed(infra_errors=self.infra_errors, other_failures=self.other_failures,
                                    gate_failures=self.gate_failures)
@@ -368,11 +382,12 @@ class Run:
     def _report(self) -> None:
         self.report = build_report(
             run_id=self.run_dir.name, mode=self.mode, config=self.config.resolved,
-            overrides=self.config.overrides, versions=finish.versions() if self.harness else {},
+            overrides=self.config.overrides,
+            versions=finish.versions() if self.harness or self.rollouts else {},
             git_sha=finish.git_sha(self.rootdir), started_at=self.started_at.isoformat(),
             wall_time_s=round(time.monotonic() - self.started_monotonic, 3), rollouts=self.rollouts,
             item_phase=self.phase, train_steps=self.train_steps,
-            tags={name: list(spec.tags) for name, spec in self.specs.items()},
+            tags={**self.task_tags, **{name: list(spec.tags) for name, spec in self.specs.items()}},
             discarded=read_discarded(self.run_dir),
         )
         self.gate_failures = finish.judge_gates(self.report, self.config.typed.gates, self.compare_path)

@@ -3,7 +3,9 @@
 `RunDir.create` composes the config and picks the directory but writes nothing (`--collect-only`
 and sessions where no rollout runs leave no trace); `open()` makes it with config.yaml, run.json
 and rollouts.jsonl. `RunDir.resume` reopens a stopped run: its config.yaml (plus new overrides),
-its finished rollouts, and `reload()` says what is kept and where training continues.
+its finished rollouts, and `reload()` says what is kept and where training continues. `RunDir.attach` is a worker
+process's view of a directory another process owns (`pytest -n`, sharding.py): it reads, and its
+store holds records for the owner to write.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import ComposedConfig, compose_config, default_config_source
+from ..config import ComposedConfig, compose_config, composed_from, default_config_source
 from ..errors import HarnessError
 from ..records import Rollout, Status
-from ..store import RunStore, default_run_dir, read_rollouts
+from ..store import Outbox, RunStore, default_run_dir, read_rollouts
 from ..train_store import latest_checkpoint, read_steps, rewrite_steps
 
 
@@ -36,7 +38,8 @@ class RunDir:
     mode: str
     config: ComposedConfig
     resumed: list[Rollout] | None = None  # a resumed run's rollouts as found
-    _store: RunStore | None = field(default=None, repr=False)
+    shared: bool = False  # attached: another process owns the directory and writes its files
+    _store: RunStore | Outbox | None = field(default=None, repr=False)
 
     @classmethod
     def create(cls, *, mode: str, overrides: list[str], config_path: Path | None,
@@ -72,15 +75,25 @@ class RunDir:
             store.write_run_info({**info, "overrides": [*original, *extra]})
         return cls(path=run_dir, mode=mode, config=composed, resumed=read_rollouts(run_dir), _store=store)
 
+    @classmethod
+    def attach(cls, *, mode: str, run_dir: Path, resolved: dict[str, Any], overrides: list[str],
+               resumed: bool) -> "RunDir":
+        """A worker's view of the run directory its controller owns: the controller's composed
+        config; a resumed run's rollouts as the controller kept them; records go to an `Outbox`."""
+        run_dir = Path(run_dir).resolve()
+        composed = composed_from(resolved, overrides=overrides, source=str(run_dir / "config.yaml"))
+        return cls(path=run_dir, mode=mode, config=composed, shared=True, _store=Outbox(),
+                   resumed=read_rollouts(run_dir) if resumed else None)
+
     @property
     def opened(self) -> bool:
         return self._store is not None
 
     @property
-    def store(self) -> RunStore:
+    def store(self) -> RunStore | Outbox:
         return self._store if self._store is not None else self.open()
 
-    def open(self) -> RunStore:
+    def open(self) -> RunStore | Outbox:
         """Create the run directory (config.yaml, run.json, rollouts.jsonl) if not yet done."""
         if self._store is None:
             store = RunStore(self.path)
@@ -102,8 +115,9 @@ class RunDir:
             return rollout.phase == "train" and (rollout.step or 0) >= start_step
 
         keep = [r for r in self.resumed if not stale(r)]
-        self.store.rewrite(keep, [r for r in self.resumed if stale(r)])
-        rewrite_steps(self.path, before=start_step)
+        if not self.shared:  # the owner rewrote the files before the workers started
+            self.store.rewrite(keep, [r for r in self.resumed if stale(r)])
+            rewrite_steps(self.path, before=start_step)
         return Reloaded(rollouts=keep, train_steps=read_steps(self.path), start_step=start_step,
                         checkpoint=checkpoint[1] if checkpoint else None)
 
