@@ -6,6 +6,11 @@
 (reports, gates, baseline, whether the run failed). Its parts come from `compose.Harness`,
 built from the config unless `harness=` is given (a test passes one over the shipped fakes).
 `pytest_outcomes` maps pytest's outcomes to it and its results back to pytest.
+
+Long because the run's order of events lives in one place: open, reload, trackers, pre-eval,
+warm-up, training, items, release of kept sessions, reports and the trackers' end; each step's
+work is in its own module and `Run` only sequences them (next split: the tracker glue, `_tags` and
+`_track_end`, into `tracking.py`).
 """
 
 from __future__ import annotations
