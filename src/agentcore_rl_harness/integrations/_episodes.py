@@ -80,7 +80,8 @@ class EpisodeRunner:
         harness = Harness(config, sampler=sampler, tokenizer=tokenizer, model_id=model_id)
         harness.start()
         self.harness = harness
-        self.scorer = Scorer(run_id=run_id, call=harness.call, fixtures=harness.offline_fixtures)
+        self.scorer = Scorer(run_id=run_id, call=harness.call, fixtures=harness.offline_fixtures,
+                             loop=harness.loop)
         self._store = None
         if rollouts_dir:
             from ..store import RunStore

@@ -116,7 +116,8 @@ class Run:
 
     def scorer(self) -> Scorer:
         harness = self.parts()
-        return Scorer(run_id=self.run_dir.name, call=harness.call, fixtures=harness.offline_fixtures)
+        return Scorer(run_id=self.run_dir.name, call=harness.call, fixtures=harness.offline_fixtures,
+                      loop=harness.loop)
 
     def plan(self, spec: TaskSpec) -> list[PlannedItem]:
         """The items of one task in this run's mode."""

@@ -21,9 +21,12 @@ from ..records import Rollout, Status, Trace, Usage
 from ..store import json_safe
 from ..tasks import AGENT_REWARD
 from .cases import Case, Episode
+from .loop import LoopThread
+from .sandbox import Sandbox
 
-# Fixtures a task body may use when the harness scores a rollout itself (outside a pytest item).
-OFFLINE_FIXTURES = ("rollout", "row", "agentcore_rl_config", "gateway", "backend")
+# Fixtures a task body may use when the harness scores a rollout itself (outside a pytest item);
+# `sandbox` when the episode kept its session's files (a task that takes it keeps them).
+OFFLINE_FIXTURES = ("rollout", "row", "agentcore_rl_config", "gateway", "backend", "sandbox")
 
 Caller = Callable[..., Any]  # runs a sync or async function to completion, returns its value
 
@@ -258,15 +261,20 @@ class Scorer:
     """Scores episodes with their tasks; `call` runs task code (sync or async) to completion and
     `fixtures()` gives what a body may ask for when the harness calls it (OFFLINE_FIXTURES)."""
 
-    def __init__(self, *, run_id: str, call: Caller, fixtures: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, *, run_id: str, call: Caller, fixtures: Callable[[], dict[str, Any]],
+                 loop: LoopThread | None = None) -> None:
         self.run_id = run_id
         self.call = call
         self.fixtures = fixtures
+        self.loop = loop  # the harness's: a body's `sandbox.sync` calls run on it
 
     def score(self, case: Case, episode: Episode) -> Rollout:
         """Rewards, then the body, as a pytest item would; the rollout as it will be recorded."""
         handle = RolloutHandle(episode)
-        verdict = score_offline(case, handle, self.call, self.fixtures())
+        fixtures = self.fixtures()
+        if episode.sandbox is not None:
+            fixtures = {**fixtures, "sandbox": Sandbox(episode.sandbox, loop=self.loop)}
+        verdict = score_offline(case, handle, self.call, fixtures)
         return self.rollout(case, episode, handle, verdict)
 
     def before_body(self, handle: RolloutHandle) -> None:
