@@ -35,6 +35,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 app = BedrockAgentCoreApp()
 
 MAX_TOKENS = 256
+MODEL_TIMEOUT_S = 3600  # one model call; a loaded CPU box batching 16 sessions is slow
 RECURSION_LIMIT = 16  # LangGraph steps: a model call and a tool round are one each (~8 calls)
 SYSTEM_PROMPT = (
     "You are an office assistant. Your files are in mail/, calendar/, docs/ and data/. "
@@ -313,7 +314,7 @@ def invoke(payload: dict[str, Any]) -> dict[str, Any]:
     seed(payload.get("files") or {}, payload.get("tables") or {})
     model = ChatOpenAI(
         base_url=rollout["base_url"], api_key=rollout["api_key"], model=rollout["model_id"],
-        max_tokens=MAX_TOKENS, max_retries=0, timeout=600,
+        max_tokens=MAX_TOKENS, max_retries=0, timeout=MODEL_TIMEOUT_S,
     )
     start = [SystemMessage(SYSTEM_PROMPT), *example_turns(), HumanMessage(payload["task"])]
     graph = build_graph(model)
