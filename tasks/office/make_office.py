@@ -74,6 +74,14 @@ def calendar_events(rng: random.Random, count: int = 3) -> list[tuple[str, str, 
     return events
 
 
+def without_title(events: list[tuple[str, str, str, str]], title: str) -> list[tuple[str, str, str, str]]:
+    """The events with `title` renamed (to the first meeting name not in use): a calendar must
+    not hold the event the task asks to add before the agent adds it."""
+    used = {event[0] for event in events} | {title}
+    spare = next(name for name in MEETINGS if name not in used)
+    return [(spare, *event[1:]) if event[0] == title else event for event in events]
+
+
 def sheet(rng: random.Random, topic: str) -> tuple[list[list[str]], dict[str, str]]:
     key, value, names = SHEETS[topic]
     chosen = rng.sample(names, 4)
@@ -201,7 +209,7 @@ def mail_to_calendar(rng: random.Random) -> dict:
     files, mail, _ = inbox(rng, sender, title, f"Can we meet for {title} on {date} from {hour(start)} to "
                         f"{hour(start + 1)}?", others)
     path = "calendar/me.ics"
-    files[path] = ics(calendar_events(rng, 2))
+    files[path] = ics(without_title(calendar_events(rng, 2), title))
     return dict(
         apps=["mail", "calendar"],
         task=f"{sender} emailed you about a meeting. Add it to {path} with the title, date and time from the email.",

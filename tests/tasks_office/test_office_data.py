@@ -71,6 +71,18 @@ def test_every_rows_script_reaches_every_check_with_the_real_tools(row, tmp_path
     assert row["script"][-1].get("content")
 
 
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_a_session_that_only_seeds_its_files_passes_no_check(level, tmp_path, monkeypatch):
+    for row in rows(level):
+        workdir = tmp_path / row["id"]
+        workdir.mkdir()
+        monkeypatch.chdir(workdir)
+        agent.seed(row["files"], row["tables"])
+        state = {str(p.relative_to(workdir)): p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
+        score = checks.score(row, state)
+        assert not any(score.checks.values()) and score.reward == 0.0, (row["id"], score)
+
+
 def test_nothing_done_scores_zero_and_partial_work_gets_partial_credit(tmp_path, monkeypatch):
     row = next(r for r in rows(2) if r["template"] == "doc_to_mail")
     monkeypatch.chdir(tmp_path)
