@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from office_pack import PACK
 
+pytestmark = pytest.mark.slow  # pytest subprocesses
 TASKS = PACK.parent
 
 
