@@ -111,7 +111,7 @@ def test_the_agent_key_is_validated():
     assert compose_config(["model=tiny"]).typed.agent == "task"
     assert compose_config(["model=tiny", "agent=null"]).typed.agent == "null"  # Hydra's null is the null agent
     assert compose_config(["model=tiny", "agent=pkg.agents:app"]).typed.agent == "pkg.agents:app"
-    with pytest.raises(ConfigError, match=r"agent='bogus' is not supported; valid choices: \['task', 'oracle', 'null'\]"):
+    with pytest.raises(ConfigError, match=r"agent='bogus' is not supported; valid choices: \['task', 'oracle', 'null', 'spam'\]"):
         compose_config(["model=tiny", "agent=bogus"])
     with pytest.raises(ConfigError, match="runtime=agentcore cannot do"):
         compose_config(["model=tiny", "agent=oracle", "runtime=agentcore"])
@@ -120,4 +120,21 @@ def test_the_agent_key_is_validated():
 def test_a_bad_agent_is_a_usage_error(no_oracle):
     result = no_oracle.runpytest_subprocess("--agentcore-rl", "eval", "--agentcore-rl-set", "agent=orcale")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "agent='orcale' is not supported; valid choices: ['task', 'oracle', 'null']" in result.stderr.str()
+    assert "agent='orcale' is not supported; valid choices: ['task', 'oracle', 'null', 'spam']" in result.stderr.str()
+
+
+def test_the_spam_agent_fills_its_directory_with_junk_and_claims_success(tmp_path, monkeypatch):
+    from agentcore_rl_harness.sanity_agents import AGENTS, spam
+
+    assert AGENTS["spam"] == "agentcore_rl_harness.sanity_agents.spam:app"
+    monkeypatch.chdir(tmp_path)
+    payload = {"task": "Email the agenda", "files": {"docs/agenda.md": "- goals", "../escape.txt": "x"},
+               "_rollout": {"api_key": "secret-key"}}
+    result = spam.invoke(payload)
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(written) >= 20 and {p.suffix for p in written} >= {".eml", ".ics", ".csv", ".md", ".json"}
+    assert (tmp_path / "docs" / "agenda.md").read_bytes().startswith(b"\x00junk")  # a payload path, junk inside
+    assert not (tmp_path.parent / "escape.txt").exists()  # never outside its directory
+    stuffed = (tmp_path / "answer.txt").read_text()
+    assert "Email the agenda" in stuffed and "- goals" in stuffed and "secret-key" not in stuffed
+    assert result["success"] is True and result["reward"] == 1.0 and "Email the agenda" in result["answer"]

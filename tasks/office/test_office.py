@@ -1,0 +1,47 @@
+"""The office pack: OfficeBench-shaped tasks over mail, calendars, sheets and documents.
+
+Each row seeds the session with files (.eml, .ics, .csv/.xlsx, .md) and asks for a change that
+needs one, two or three apps (one task per level: `test_office_level1` .. `level3`). The agent
+(`agent.py`, LangGraph) works on those files in its own sandbox; the test reads the session's
+final files through the `sandbox` fixture and checks the end state (`office_checks.py`):
+`rollout.reward` is the share of checks passed (0 when a guard fails), success is every check.
+`agent=oracle` plays the row's `script` through the real agent. Regenerate the data with
+`python tasks/office/make_office.py`.
+"""
+
+import office_checks
+
+import agentcore_rl_harness as arl
+
+
+def payload(row):
+    """What the agent gets: the instruction and the files to start from."""
+    return {"task": row["task"], "files": row["files"], "tables": row["tables"]}
+
+
+def oracle(row):
+    """The row's reference solution as the assistant turns that do it (`_script`)."""
+    return {"_script": row["script"]}
+
+
+async def check_office(rollout, row, sandbox):
+    result = office_checks.score(row, await office_checks.read_state(sandbox))
+    rollout.rewards["checks"] = sum(result.checks.values()) / len(result.checks)
+    rollout.rewards["guards"] = float(not result.guard_failures)
+    rollout.reward = result.reward
+    failed = [name for name, passed in result.checks.items() if not passed]
+    assert result.success, f"failed checks {failed}, guards {result.guard_failures}"
+
+
+def office_task(level):
+    @arl.task(dataset=f"data/office-l{level}.jsonl", agent="agent.py", samples=4, payload=payload,
+              oracle=oracle, tags=["office", f"level{level}"], name=f"test_office_level{level}")
+    async def test(rollout, row, sandbox):
+        await check_office(rollout, row, sandbox)
+
+    return test
+
+
+test_office_level1 = office_task(1)
+test_office_level2 = office_task(2)
+test_office_level3 = office_task(3)

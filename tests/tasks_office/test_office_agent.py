@@ -1,0 +1,129 @@
+"""The office pack end to end: the real LangGraph agent in isolated local sessions, the real
+gateway, its recorded traces, the session's final files read back through the sandbox.
+
+The model is `ScriptedSampler` playing each row's `_script` oracle (rendered with the tiny
+model's chat template), so every reward is shown reachable through the agent itself; a script
+that loops or writes a malformed tool call shows LangGraph's failure modes recorded as the
+agent's failure with its traces. The null and spam agents run through pytest on a few rows.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from office_pack import ScriptPlayer, load, rows
+
+from agentcore_rl_harness.config import compose_config
+from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer
+from agentcore_rl_harness.records import Status
+from agentcore_rl_harness.run.cases import Case
+from agentcore_rl_harness.run.compose import Harness
+from agentcore_rl_harness.run.scoring import Scorer
+from agentcore_rl_harness.samplers.scripted import ScriptedSampler
+from agentcore_rl_harness.tasks import task_spec
+
+pytestmark = pytest.mark.slow
+
+tasks = load("test_office")
+SPECS = {level: task_spec(getattr(tasks, f"test_office_level{level}")) for level in (1, 2, 3)}
+CALL_LS = {"tool_calls": [{"name": "ls", "arguments": {"path": "."}}]}
+
+
+def one_row_per_template():
+    chosen = {}
+    for level in (1, 2, 3):
+        for row in rows(level):
+            if row["split"] == "test":
+                chosen.setdefault(row["template"], row)
+    return list(chosen.values())
+
+
+@pytest.fixture(scope="module")
+def renderer(tiny_model_dir):
+    from agentcore_rl_harness.models import load_tokenizer
+
+    return ChatTemplateRenderer(load_tokenizer(tiny_model_dir))
+
+
+def run_cases(renderer, cases_and_turns, *overrides):
+    """Roll each (row, turns) out through a harness over a ScriptPlayer; score it as the harness
+    scores rollouts itself (the sandbox comes from the episode). -> [(rollout, episode)]."""
+    config = compose_config(["model=tiny", "report.progress=off", "runtime.concurrency=4",
+                             "eval.timeout_s=240", *overrides]).typed
+    player = ScriptPlayer(renderer, {row["task"]: turns for row, turns in cases_and_turns})
+    harness = Harness(config, sampler=ScriptedSampler(player, encode=renderer.encode), renderer=renderer,
+                      model_id="tiny")
+    try:
+        harness.start()
+        cases = [Case(spec=SPECS[row["level"]], row=row, sample_index=0, phase="eval") for row, _ in cases_and_turns]
+        futures = [harness.submit(case) for case in cases]
+        scorer = Scorer(run_id="office", call=harness.call, fixtures=harness.offline_fixtures, loop=harness.loop)
+        results = []
+        for case, future in zip(cases, futures):
+            episode = future.result(timeout=600)
+            try:
+                results.append((scorer.score(case, episode), episode))
+            finally:
+                harness.loop.run(episode.held.release(), timeout=60)
+        return results
+    finally:
+        harness.close()
+
+
+def test_every_templates_script_reaches_reward_1_through_the_real_agent(renderer):
+    chosen = one_row_per_template()
+    assert len(chosen) == 10
+    for rollout, episode in run_cases(renderer, [(row, row["script"]) for row in chosen]):
+        assert rollout.status is Status.COMPLETED, rollout.error
+        assert rollout.reward == 1.0 and rollout.success, (rollout.row_id, rollout.error)
+        assert rollout.rewards["checks"] == 1.0 and rollout.rewards["guards"] == 1.0
+        row = next(r for r in chosen if r["id"] == rollout.row_id)
+        scripted_calls = [c["name"] for turn in row["script"] for c in turn.get("tool_calls", [])]
+        assert rollout.result["tool_calls"] == scripted_calls and rollout.result["stopped"] is None
+        assert rollout.turns == len(row["script"])  # one model call per scripted turn
+        (trace,) = rollout.traces  # a clean multi-turn history: one exact token sequence
+        assert sum(trace.loss_mask) > 0 and len(trace.logprobs) == len(trace.token_ids) - trace.prompt_length
+
+
+def test_langgraphs_failure_modes_are_the_agents_failure_with_its_traces(renderer):
+    base = rows(1)[0]
+    looping = dict(base, id="loop", task="LOOP " + base["task"])
+    malformed = dict(base, id="malformed", task="MALFORMED " + base["task"])
+    broken = {"content": '<tool_call>\n{"name": "ls", "arguments": {"path": \n</tool_call>'}
+    results = run_cases(renderer, [(looping, lambda index: CALL_LS), (malformed, [broken])])
+    by_id = {rollout.row_id: rollout for rollout, _ in results}
+    loop, bad = by_id["loop"], by_id["malformed"]
+    assert loop.status is Status.TASK_FAILED and loop.result["stopped"] == "recursion_limit"
+    assert loop.turns == 8 and loop.result["tool_calls"] == ["ls"] * 8  # recursion_limit 16 = 8 rounds
+    assert loop.reward == 0.0 and loop.traces and sum(loop.traces[0].loss_mask) > 0
+    assert bad.status is Status.TASK_FAILED and bad.result["stopped"] == "malformed_tool_call"
+    assert bad.turns == 1 and bad.traces[0].metadata["ill_formed"] == 1
+    assert bad.reward == 0.0
+
+
+def test_the_null_agent_scores_zero(renderer):
+    chosen = [rows(level)[0] for level in (1, 2, 3)]
+    for rollout, _ in run_cases(renderer, [(row, []) for row in chosen], "agent=null"):
+        assert rollout.status is Status.TASK_FAILED and rollout.reward == 0.0 and rollout.success is False
+        assert rollout.rewards == {"checks": 0.0, "guards": 0.0} and rollout.turns == 0
+
+
+def test_the_spam_agent_scores_zero_through_pytest(pytester, tiny_model_dir):
+    from office_pack import PACK
+
+    out = pytester.path / "run"
+    result = pytester.runpytest_subprocess(
+        str(PACK), "-p", "no:cacheprovider", "--agentcore-rl", "eval",
+        "--agentcore-rl-set", "model=tiny", "--agentcore-rl-set", "agent=spam",
+        "--agentcore-rl-set", "eval.max_rows=1", "--agentcore-rl-set", "eval.samples=1",
+        "--agentcore-rl-out", str(out), timeout=600,
+    )
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.assert_outcomes(failed=3)
+    records = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["task"] for r in records} == {f"test_office_level{level}" for level in (1, 2, 3)}
+    for record in records:
+        assert record["status"] == "task_failed" and record["reward"] == 0.0 and record["success"] is False
+        # it claimed success and a reward: kept as the agent's own, never the task's
+        assert record["rewards"]["agent"] == 1.0 and record["rewards"]["checks"] == 0.0
