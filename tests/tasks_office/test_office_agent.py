@@ -58,7 +58,7 @@ def run_cases(renderer, cases_and_turns, *overrides):
         harness.start()
         cases = [Case(spec=SPECS[row["level"]], row=row, sample_index=0, phase="eval") for row, _ in cases_and_turns]
         futures = [harness.submit(case) for case in cases]
-        scorer = Scorer(run_id="office", call=harness.call, fixtures=harness.offline_fixtures, loop=harness.loop)
+        scorer = Scorer(run_id="office", call=harness.call, fixtures=harness.offline_fixtures)
         results = []
         for case, future in zip(cases, futures):
             episode = future.result(timeout=600)
