@@ -32,6 +32,7 @@ app = BedrockAgentCoreApp()
 PROJECT_DIR = "project"
 MAX_MODEL_CALLS = 16
 MAX_TOKENS = 1024  # the session's own limit wins when lower (the gateway only lets an agent lower it)
+MODEL_TIMEOUT_S = 3600  # a model call on a loaded CPU can take minutes; the rollout timeout bounds it
 RUN_TIMEOUT_S = 60
 MAX_OUTPUT_CHARS = 4000
 MAX_READ_CHARS = 20000
@@ -126,7 +127,8 @@ def build_agent(rollout: dict, workspace: Workspace) -> tuple[Agent, dict[str, i
     sampling = rollout.get("sampling_params") or {}
     max_tokens = min(MAX_TOKENS, int(sampling.get("max_tokens") or MAX_TOKENS))
     model = OpenAIModel(
-        client_args={"base_url": rollout["base_url"], "api_key": rollout["api_key"], "max_retries": 0},
+        client_args={"base_url": rollout["base_url"], "api_key": rollout["api_key"], "max_retries": 0,
+                     "timeout": MODEL_TIMEOUT_S},
         model_id=rollout["model_id"],
         params={"max_tokens": max_tokens},
     )
