@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from migration_checks import check_file, deprecated_uses, parse, uses_replacement
+from migration_harness import load_pack_module
+
+checks = load_pack_module("migration_checks", "migration_checks.py")
+check_file, deprecated_uses, parse, uses_replacement = (
+    checks.check_file, checks.deprecated_uses, checks.parse, checks.uses_replacement)
 
 
 def kinds(source: str) -> list[str]:

@@ -11,9 +11,12 @@ import sys
 
 import pytest
 
-from migration_checks import check_file, deprecated_uses, parse
-from migration_projects import make_rows
-from migration_templates import KINDS
+from migration_harness import load_pack_module
+
+checks = load_pack_module("migration_checks", "migration_checks.py")
+check_file, deprecated_uses, parse = checks.check_file, checks.deprecated_uses, checks.parse
+make_rows = load_pack_module("migration_projects", "migration_projects.py").make_rows
+KINDS = load_pack_module("migration_templates", "migration_templates.py").KINDS
 
 MIGRATIONBENCH_FIELDS = {"repo", "base_commit", "num_files", "num_loc", "num_test_files", "num_test_cases"}
 
