@@ -15,8 +15,10 @@ def composed_kind(source):
 
 
 def test_the_cpu_config_leaves_room_for_a_whole_file():
-    typed = compose_config(source=CONFIGS).typed
+    composed = compose_config(source=CONFIGS)
+    typed = composed.typed
     assert typed.sampling.max_tokens == 512 and typed.model.name == "smollm2-135m-instruct"
+    assert composed.resolved["algo"]["group_size"] == 4
     assert composed_kind(CONFIGS) == "local"
 
 
