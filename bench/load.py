@@ -221,8 +221,10 @@ def main() -> None:
     if args.serve_tokens:
         return serve_tokens(args.serve_tokens, args.model)
     if args.drive:
-        root, sessions, offset = json.loads(args.drive)
-        print(json.dumps(asyncio.run(drive(root, sessions, args.turns, offset, args.soak))))
+        root, sessions, offset, out_path = json.loads(args.drive)
+        result = asyncio.run(drive(root, sessions, args.turns, offset, args.soak))
+        with open(out_path, "w") as out:  # a file, not stdout: tens of thousands of latencies
+            json.dump(result, out)        # overflow a pipe nobody reads until the driver exits
         return None
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -240,15 +242,19 @@ def main() -> None:
             samples: list[tuple[float, int]] = []
             started = time.monotonic()
             share = [args.sessions // args.drivers + (i < args.sessions % args.drivers) for i in range(args.drivers)]
+            outs = [os.path.join(scratch, f"driver-{i}.json") for i in range(args.drivers)]
             drivers = [subprocess.Popen(
                 [sys.executable, __file__, "--turns", str(args.turns), "--soak", str(args.soak),
-                 "--drive", json.dumps([root, n, sum(share[:i])])], stdout=subprocess.PIPE, text=True)
+                 "--drive", json.dumps([root, n, sum(share[:i]), outs[i]])])
                 for i, n in enumerate(share)]
             while any(driver.poll() is None for driver in drivers):
                 samples.append((time.monotonic() - started, rss_kib(gateway.pid)))
                 time.sleep(args.rss_every)
             elapsed = time.monotonic() - started
-            results = [json.loads(driver.stdout.read()) for driver in drivers]
+            failed = [driver.returncode for driver in drivers if driver.returncode != 0]
+            if failed:
+                raise RuntimeError(f"a driver exited with {failed[0]}; its stderr is above")
+            results = [json.load(open(path)) for path in outs]
             time.sleep(1.0)
             rss_after = rss_kib(gateway.pid)
         finally:
