@@ -49,6 +49,36 @@ def test_finish_closes_and_delete_forgets(renderer):
         store.delete(session_id)
 
 
+def test_finished_keys_are_remembered_for_a_while_then_forgotten(renderer, monkeypatch):
+    """A finished key is refused as finished for FINISHED_KEYS_KEPT_S, then as unknown: the
+    store's memory stays bounded however many sessions a long-lived gateway serves."""
+    from agentcore_rl_harness.gateway import sessions as sessions_module
+
+    now = [1000.0]
+    store = SessionStore(renderer=renderer, clock=lambda: now[0])
+    early = store.open()
+    store.finish(early)
+    now[0] += sessions_module.FINISHED_KEYS_KEPT_S - 1
+    with pytest.raises(SessionClosedError):
+        store.get(early)
+    with pytest.raises(SessionExistsError):
+        store.open(session_id=early)
+    now[0] += 2
+    store.finish(store.open())  # each finish prunes what is past the window
+    with pytest.raises(UnknownSessionError):
+        store.get(early)
+    monkeypatch.setattr(sessions_module, "MAX_FINISHED_KEYS", 100)
+    finished = []
+    for _ in range(250):
+        finished.append(store.open())
+        store.finish(finished[-1])
+    assert len(store._finished) == 100
+    with pytest.raises(UnknownSessionError):
+        store.get(finished[0])
+    with pytest.raises(SessionClosedError):
+        store.get(finished[-1])
+
+
 def test_turn_on_a_deleted_session_is_refused(renderer):
     store = SessionStore(renderer=renderer)
     session = store.get(store.open())

@@ -1,8 +1,10 @@
 """`SessionStore`: the one owner of gateway session state (thread-safe).
 
 A session key is what the agent sends as its API key. Keys are unguessable when generated here.
-A finished session stays known as closed, so a late request with its key is refused instead of
-silently starting a new session.
+A finished session stays known as closed for a while (`FINISHED_KEYS_KEPT_S`, at most
+`MAX_FINISHED_KEYS` of them), so a late request with its key is told it is finished and its id
+cannot be opened again; after that the key is simply unknown (still refused). The bound keeps a
+gateway that serves sessions for days at flat memory (`bench/load.py --soak`).
 
 Lifecycle limits (`records.SessionLimits`, defaults sized for 8-hour sessions): `max_turns` caps
 the model requests of a session (the next one is refused with `TurnLimitError`, HTTP 429);
@@ -20,6 +22,7 @@ rollout record says why a session ended short.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import secrets
 import threading
@@ -256,6 +259,10 @@ class Session:
             )
 
 
+FINISHED_KEYS_KEPT_S = 300.0
+MAX_FINISHED_KEYS = 65_536
+
+
 class SessionStore:
     """Opens, looks up, finishes, reaps and deletes sessions. Safe to call from any thread."""
 
@@ -277,7 +284,7 @@ class SessionStore:
         self._lock = threading.RLock()
         self._open: dict[str, Session] = {}
         self._reaped: dict[str, FinishedSession] = {}
-        self._finished: set[str] = set()
+        self._finished: collections.OrderedDict[str, float] = collections.OrderedDict()  # key -> when
 
     def open(self, *, session_id: str | None = None, sampling: SamplingParams | None = None,
              script: Sequence[Mapping[str, Any]] | None = None) -> str:
@@ -323,13 +330,25 @@ class SessionStore:
         with self._lock:
             reaped = self._reaped.pop(session_id, None)
             if reaped is not None:
-                self._finished.add(session_id)
+                self._remember_finished(session_id)
                 return reaped
             session = self._open.get(session_id) or self.get(session_id)  # get raises why not
             finished = session.close()
             del self._open[session_id]
-            self._finished.add(session_id)
+            self._remember_finished(session_id)
         return finished
+
+    def _remember_finished(self, session_id: str) -> None:
+        """Keep a finished key known (lock held), forgetting the oldest past the time or count bound."""
+        now = self._clock()
+        self._finished[session_id] = now
+        self._finished.move_to_end(session_id)
+        horizon = now - FINISHED_KEYS_KEPT_S
+        while self._finished:
+            oldest_id, finished_at = next(iter(self._finished.items()))
+            if finished_at > horizon and len(self._finished) <= MAX_FINISHED_KEYS:
+                break
+            del self._finished[oldest_id]
 
     def _expired_message(self, limit: str | Sequence[str]) -> str:
         if not isinstance(limit, str):  # a reaped session's limits_hit: the expiry is the last
@@ -379,7 +398,7 @@ class SessionStore:
                 raise UnknownSessionError(f"unknown session {session_id!r}")
             if session is not None:
                 session.discard()
-            self._finished.discard(session_id)
+            self._finished.pop(session_id, None)
             self._reaped.pop(session_id, None)
 
     def __len__(self) -> int:
