@@ -95,11 +95,15 @@ def test_four_processes_share_one_arns_rate_and_live_cap(cluster, plane, record_
     per_second = sorted(collections.Counter(int(t - calls[0]) for t in calls).items())
     print(f"aggregate invoke+stop rate {rate:.3f}/s over {len(calls)} calls, peak live "
           f"{plane.peak_live}, calls per second {per_second}")
-    # Never over the quota (the safety side, within 5%). The under side needs CPU: on a starved
-    # box (other suites running) the actor's process stalls and the rate falls to 18-23/s, so the
-    # floor here is half the quota; bench/scale.py measures the rate itself on a quiet machine.
+    # Never over the quota (the safety side, within 5%). The under side needs CPU: with the
+    # machine to itself the rate is 24.98-25.03/s; on a box starved by other jobs (load 10-30 on
+    # 2 cores) the actor's process stalls and it fell to 18-23/s, so there the floor is half.
     assert rate <= 1.05 * 25, f"aggregate invoke+stop rate {rate:.2f}/s, quota 25/s; per second: {per_second}"
-    assert rate >= 0.5 * 25, f"aggregate invoke+stop rate {rate:.2f}/s, quota 25/s; per second: {per_second}"
+    starved = os.getloadavg()[0] > 2 * (os.cpu_count() or 1)
+    record_property("cpu_starved", starved)
+    floor = 0.5 if starved else 0.95
+    assert rate >= floor * 25, (f"aggregate invoke+stop rate {rate:.2f}/s, quota 25/s (floor {floor}x, "
+                                f"load {os.getloadavg()[0]:.1f}); per second: {per_second}")
     # Arrivals at ACR jitter with thread and RPC scheduling; over any 10 s they keep the quota.
     busiest = max(sum(1 for t in calls[i:] if t - start < 10.0) for i, start in enumerate(calls))
     assert busiest <= 10 * 25 * 1.05, f"{busiest} calls within 10 s at ACR (quota 250)"
