@@ -16,10 +16,10 @@ from bedrock_agentcore import BedrockAgentCoreApp
 
 import agentcore_rl_harness as arl
 from acr_stub import AWS_TEST_ENV, serve, serve_data_plane
-from agentcore_rl_harness.errors import HarnessError, SandboxError
+from run_driver import drive_items
+from agentcore_rl_harness.errors import SandboxError
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.run.core import Run
-from agentcore_rl_harness.run.scoring import ItemFailed
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
 from agentcore_rl_harness.runtimes.base import AgentRef
 from agentcore_rl_harness.tasks import task_spec
@@ -85,21 +85,13 @@ def _harness(scripted_harness, plane):
 
 def _drive(run, spec, argument_names):
     """What the plugin does per item: its body with pytest's fixture values, then its verdict."""
-    items = [(f"kept::{index}", item) for index, item in enumerate(run.plan(spec))]
-    run.start(items)
-    outcomes = {}
-    for item_id, item in items:
-        try:
-            handle = run.rollout_for(item_id)
-            available = {"rollout": handle, "row": dict(item.row), "sandbox": handle.sandbox}
-            run.run_item(item_id, item.spec.fn, {name: available[name] for name in argument_names})
-        except (ItemFailed, AssertionError, HarnessError) as exc:
-            outcomes[item_id] = type(exc).__name__
-            run.record_item(item_id, passed=False, error=f"{type(exc).__name__}: {exc}")
-        else:
-            outcomes[item_id] = "passed"
-            run.record_item(item_id, passed=True)
-    return outcomes
+    def arguments(item_id, item):
+        handle = run.rollout_for(item_id)
+        available = {"rollout": handle, "row": dict(item.row), "sandbox": handle.sandbox}
+        return {name: available[name] for name in argument_names}
+
+    return drive_items(run, [(f"kept::{index}", item) for index, item in enumerate(run.plan(spec))],
+                       arguments)
 
 
 def test_a_task_and_its_reward_inspect_the_live_acr_session_which_is_stopped_after_scoring(
