@@ -187,12 +187,7 @@ class Run:
         harness = self.parts()
         try:
             if self.mode == "run":
-                done = {case_key(r) for r in self.rollouts if r.phase == "pre"}
-                pre = [dataclasses.replace(case, phase="pre") for case in cases]
-                pre = [case for case in pre if case_key(case) not in done]
-                if pre:
-                    self.write(f"agentcore-rl pre-eval: {len(pre)} rollouts")
-                    self.offline_phase(pre)
+                self._evaluate_as(cases, phase="pre", label="pre-eval")
                 if self.tracking:
                     self.tracking.summary(pre_eval_metrics(self.rollouts, self.config.typed.seed), step=0)
             if self.config.typed.warmup.enabled and start_step == 0:  # a checkpoint holds it already
@@ -218,12 +213,16 @@ class Run:
 
         warm_up(self, specs)
         if self.mode == "run" and self.config.typed.warmup.eval:
-            done = {case_key(r) for r in self.rollouts if r.phase == "warmup"}
-            warm = [dataclasses.replace(case, phase="warmup") for case in cases]
-            warm = [case for case in warm if case_key(case) not in done]
-            if warm:
-                self.write(f"agentcore-rl eval after the warm-up: {len(warm)} rollouts")
-                self.offline_phase(warm)
+            self._evaluate_as(cases, phase="warmup", label="eval after the warm-up")
+
+    def _evaluate_as(self, cases: list[Case], *, phase: str, label: str) -> None:
+        """Roll out and score the item cases as `phase`, but those a resumed run kept."""
+        done = {case_key(r) for r in self.rollouts if r.phase == phase}
+        todo = [case for case in (dataclasses.replace(case, phase=phase) for case in cases)
+                if case_key(case) not in done]
+        if todo:
+            self.write(f"agentcore-rl {label}: {len(todo)} rollouts")
+            self.offline_phase(todo)
 
     def offline_phase(self, cases: list[Case]) -> list[Rollout]:
         """Roll out and score a batch the harness scores itself (pre-eval)."""
