@@ -20,7 +20,7 @@ gateway and boto3 share one GIL) and the turn latency and makespan grow with the
 
 The ARN's quota is set high (`--tps 1000`, the stub enforces none) so that the limiter paces
 without being the bottleneck; with `--procs 4` the 4 processes share it and the live cap
-through one Ray actor (a local Ray cluster started here).
+through one Ray actor (a local Ray cluster started here, listening on 127.0.0.1 only).
 
 Run:  python bench/scale.py [--levels 250 500 1000 2000] [--procs 4] [--turns 4]
 Prints one JSON line per run, then a markdown table (the README's).
@@ -439,8 +439,9 @@ def main() -> None:
         if args.procs > 1:
             import ray
 
-            ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-            address = ray.get_runtime_context().gcs_address
+            from agentcore_rl_harness.runtimes.ray_loopback import start_local
+
+            address = start_local(num_cpus=1, log_to_driver=False)  # on 127.0.0.1 only
             runs = run_processes(args, acr, sampler_url, tokenizer, args.ray_sessions,
                                  args.procs, "ray", address)
             rows.append(summarise(runs, args.procs, args))

@@ -24,6 +24,38 @@ def tiny_model_dir():
     return prepare_model("tiny")
 
 
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_dir):
+    """The `tiny` model's tokenizer (no weights)."""
+    from agentcore_rl_harness.models import load_tokenizer
+
+    return load_tokenizer(tiny_model_dir)
+
+
+@pytest.fixture
+def scripted_harness(tiny_tokenizer):
+    """Builds run-core harnesses on a given runtime over `ScriptedSampler`, whose replies alternate
+    "4" / "5" unless given (so groups are rarely constant); closes them after the test."""
+    from agentcore_rl_harness.config import compose_config
+    from agentcore_rl_harness.run.compose import Harness
+    from agentcore_rl_harness.samplers.scripted import ScriptedSampler
+
+    made = []
+
+    def build(overrides, *, runtime, replies=None, trainer=None):
+        counter = iter(range(10**6))
+        sampler = ScriptedSampler(replies or (lambda prompt, params: "4" if next(counter) % 2 == 0 else "5"),
+                                  encode=tiny_tokenizer.encode)
+        harness = Harness(compose_config(list(overrides)).typed, sampler=sampler, tokenizer=tiny_tokenizer,
+                          model_id="tiny-test", runtime=runtime, trainer=trainer)
+        made.append(harness)
+        return harness
+
+    yield build
+    for harness in made:
+        harness.close()
+
+
 # Tests of optional integrations skip where their package is missing (a developer's machine);
 # CI installs them (scripts/setup test), so there a missing one fails the run instead of skipping.
 CI_REQUIRED_MODULES = ("verl.experimental.agent_loop.agent_loop", "sagemaker.train.training_session", "tinker")

@@ -1,13 +1,17 @@
 """`agentcore-rl sweep`: Hydra multirun, one pytest process per job, a sweep summary."""
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 from toy_project import AGENT
 
-from agentcore_rl_harness.sweep import render_summary, summarize_sweep
+from agentcore_rl_harness.runtimes.ray_loopback import SINGLE_NODE_ENV
+from agentcore_rl_harness.sweep import RAY_LAUNCHER, LoopbackRay, render_summary, summarize_sweep
 
 CLI = [sys.executable, "-m", "agentcore_rl_harness.cli", "sweep"]
 
@@ -83,13 +87,12 @@ def test_2x2_multirun_with_the_joblib_launcher(project, tiny_model_dir):
     _check_2x2(project, sweep_dir, result)
 
 
-# hydra/launcher=ray (hydra-ray-launcher: a local Ray cluster started by the sweep) and
+# hydra/launcher=ray (hydra-ray-launcher: a local Ray cluster started by the sweep, on loopback) and
 # submitit_local (hydra-submitit-launcher: one local process per job) run the same 2-job sweep as
 # the basic launcher: the same jobs, metrics, best job and sweep.md.
 LAUNCHERS = {
     "ray": ("hydra_plugins.hydra_ray_launcher", "pip install hydra-ray-launcher",
-            ["hydra/launcher=ray", "+hydra.launcher.ray.init.num_cpus=2",
-             "+hydra.launcher.ray.init.include_dashboard=false"]),
+            ["hydra/launcher=ray", "+hydra.launcher.ray.init.num_cpus=2"]),
     "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "pip install hydra-submitit-launcher",
                        ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=15"]),
 }
@@ -127,6 +130,60 @@ def test_cluster_launchers_give_the_basic_launchers_sweep_summary(basic_two_jobs
     assert [job["overrides"][-1] for job in summary["jobs"]] == ["seed=0", "seed=1"]
     assert all(job["ok"] and job["metrics"]["n"] == 2 for job in summary["jobs"])
     assert summary == basic and markdown == basic_markdown
+
+
+# The sweep run in a process that then reads which ports its Ray cluster's processes listen on.
+LOOPBACK_SWEEP = """
+import dataclasses, json, os, sys
+import ray
+from agentcore_rl_harness.sweep import main
+from listening_sockets import descendants, listeners
+
+code = main(sys.argv[1:])
+found = listeners(descendants(os.getpid())) if ray.is_initialized() else []
+print(json.dumps({"code": code, "listeners": [
+    {**dataclasses.asdict(item), "loopback": item.loopback} for item in found]}))
+"""
+
+
+@pytest.mark.slow
+def test_the_ray_launchers_local_cluster_listens_on_loopback_only(project):
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="pip install hydra-ray-launcher")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    env.pop(SINGLE_NODE_ENV, None)
+    result = subprocess.run(
+        [sys.executable, "-c", LOOPBACK_SWEEP, "-m", "sweep.mode=bogus", "model=tiny", "seed=0",
+         f"hydra.sweep.dir={project / 'sw'}", "hydra/launcher=ray",
+         "+hydra.launcher.ray.init.num_cpus=1"],
+        cwd=project, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    summary = json.loads((project / "sw" / "sweep.json").read_text())
+    assert outcome["code"] == 1 and summary["failed"] == [0]  # the job ran (on a Ray worker)
+    assert "sweep.mode='bogus'" in summary["jobs"][0]["error"]
+    names = {item["name"] for item in outcome["listeners"]}
+    assert {"gcs_server", "raylet"} <= names, names
+    assert not any(item["port"] == 8265 for item in outcome["listeners"])  # no dashboard
+    exposed = [item for item in outcome["listeners"] if not item["loopback"]]
+    assert not exposed, f"Ray processes listening beyond loopback: {exposed}"
+
+
+def test_the_loopback_callback_starts_ray_only_without_an_address(monkeypatch):
+    started = []
+    monkeypatch.setattr("agentcore_rl_harness.runtimes.ray_loopback.start_local",
+                        lambda **init: started.append(init))
+    config = OmegaConf.create({"hydra": {"launcher": {
+        "_target_": RAY_LAUNCHER, "ray": {"init": {"address": "10.0.0.5:6379"}}}}})
+    LoopbackRay().on_multirun_start(config)  # the user's cluster: the launcher joins it
+    config.hydra.launcher._target_ = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+    config.hydra.launcher.ray.init.address = None
+    LoopbackRay().on_multirun_start(config)  # not the Ray launcher
+    assert started == []
+    config.hydra.launcher._target_ = RAY_LAUNCHER
+    config.hydra.launcher.ray.init.num_cpus = 2
+    LoopbackRay().on_multirun_start(config)
+    assert started == [{"address": None, "num_cpus": 2, "object_store_memory": 78_643_200}]
 
 
 def test_a_failed_job_makes_the_sweep_exit_non_zero(project):

@@ -24,6 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from hydra.experimental.callback import Callback
+
 from .config import PACKAGED_CONFIG_MODULE, HydraJob, hydra_job
 from .trackers.base import SWEEP_DIR_ENV, SWEEP_JOB_ENV
 
@@ -42,13 +44,40 @@ class SweepSettings:
     timeout_s: float | None = None
 
 
+RAY_LAUNCHER = "hydra_plugins.hydra_ray_launcher.ray_launcher.RayLauncher"
+RAY_LAUNCHER_OBJECT_STORE = 78_643_200
+"""hydra-ray-launcher's default `object_store_memory` for the cluster it starts (1.2.2)."""
+
+
 def _register() -> None:
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(
         name=APP_CONFIG,
-        node={"defaults": ["config", "_self_"], "sweep": SweepSettings()},
+        node={"defaults": ["config", "_self_"], "sweep": SweepSettings(),
+              "hydra": {"callbacks": {"agentcore_rl_loopback_ray": {
+                  "_target_": f"{__name__}.LoopbackRay"}}}},
     )
+
+
+class LoopbackRay(Callback):
+    """`hydra/launcher=ray` without an address starts its local cluster here first, on 127.0.0.1
+    with no dashboard (`runtimes/ray_loopback.py`); the launcher then uses the Ray that runs.
+    With `hydra.launcher.ray.init.address` set it joins that cluster as before."""
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        launcher = config.hydra.launcher
+        if launcher.get("_target_") != RAY_LAUNCHER:
+            return
+        from omegaconf import OmegaConf
+
+        init = OmegaConf.to_container(launcher.ray.init, resolve=True) or {}
+        if init.get("address") not in (None, "local"):
+            return
+        init.setdefault("object_store_memory", RAY_LAUNCHER_OBJECT_STORE)
+        from .runtimes.ray_loopback import start_local
+
+        start_local(**init)
 
 
 def _config_dir() -> Path:

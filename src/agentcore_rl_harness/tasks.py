@@ -10,7 +10,7 @@ import copy
 import functools
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +167,21 @@ def load_rows(spec: TaskSpec, split: str) -> list[dict[str, Any]]:
             )
         seen.add(row["id"])
     return rows
+
+
+def write_level_files(rows: Sequence[dict[str, Any]], levels: Iterable[Any],
+                      path_for: Callable[[Any], Path]) -> list[Path]:
+    """A pack generator's output: each level's rows, in order, to `path_for(level)`, one JSON
+    object a line with sorted keys, so a seeded generator rewrites its files byte for byte."""
+    paths = []
+    for level in levels:
+        path = path_for(level)
+        with path.open("w", encoding="utf-8") as out:
+            for row in rows:
+                if row["level"] == level:
+                    out.write(json.dumps(row, sort_keys=True) + "\n")
+        paths.append(path)
+    return paths
 
 
 def _load_file(spec: TaskSpec, source: str, split: str) -> list[dict[str, Any]]:

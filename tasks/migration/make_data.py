@@ -7,12 +7,12 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from agentcore_rl_harness.tasks import write_level_files
 from migration_checks import check_file
 from migration_projects import LEVELS, make_rows
 
@@ -48,12 +48,7 @@ def main() -> None:
         print("\n".join(problems) or f"all {len(rows)} rows check out")
         raise SystemExit(1 if problems else 0)
     DATA.mkdir(exist_ok=True)
-    for level in LEVELS:
-        path = DATA / f"level{level}.jsonl"
-        with path.open("w", encoding="utf-8") as out:
-            for row in rows:
-                if row["level"] == level:
-                    out.write(json.dumps(row, sort_keys=True) + "\n")
+    for path in write_level_files(rows, LEVELS, lambda level: DATA / f"level{level}.jsonl"):
         print(f"wrote {path}")
 
 

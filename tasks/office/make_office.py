@@ -13,10 +13,11 @@ then the action), 2 = two apps, 3 = three apps.
 
 from __future__ import annotations
 
-import json
 import random
 from email.message import EmailMessage
 from pathlib import Path
+
+from agentcore_rl_harness.tasks import write_level_files
 
 OUTPUT = Path(__file__).parent / "data"
 PER_LEVEL = {"train": 40, "test": 20}
@@ -366,12 +367,7 @@ def make_rows(seed: int = 0) -> list[dict]:
 def main() -> None:
     OUTPUT.mkdir(parents=True, exist_ok=True)
     rows = make_rows()
-    for level in LEVELS:
-        path = OUTPUT / f"office-l{level}.jsonl"
-        with path.open("w", encoding="utf-8") as handle:
-            for row in rows:
-                if row["level"] == level:
-                    handle.write(json.dumps(row, sort_keys=True) + "\n")
+    for path in write_level_files(rows, LEVELS, lambda level: OUTPUT / f"office-l{level}.jsonl"):
         print(f"wrote {path}")
 
 

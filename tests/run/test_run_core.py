@@ -4,12 +4,11 @@ driven as pytest drives them but without pytest: plan, start, score each item, f
 import json
 
 import pytest
+from run_driver import drive_items
 from run_fakes import FAST, Lines, RecordingTrainer, make_spec, said_four
 
-from agentcore_rl_harness.errors import HarnessError
 from agentcore_rl_harness.run.core import Run
 from agentcore_rl_harness.run.plan import TrainItem
-from agentcore_rl_harness.run.scoring import ItemFailed
 
 TRAIN = ["trainer.steps=2", "trainer.batch_rows=1", "trainer.checkpoint_every=1"]
 
@@ -22,19 +21,8 @@ def _run(tmp_path, mode, harness, *overrides, terminal=None):
 def _drive(run, specs):
     """What the plugin does: plan, start, then per item its body and its verdict."""
     items = [(f"{spec.name}::{index}", item) for spec in specs for index, item in enumerate(run.plan(spec))]
-    run.start(items)
-    outcomes = {}
-    for item_id, item in items:
-        try:
-            arguments = {} if isinstance(item, TrainItem) else {"rollout": run.rollout_for(item_id), "row": dict(item.row)}
-            run.run_item(item_id, item.spec.fn, arguments)
-        except (ItemFailed, AssertionError, HarnessError) as exc:
-            outcomes[item_id] = type(exc).__name__
-            run.record_item(item_id, passed=False, error=f"{type(exc).__name__}: {exc}")
-        else:
-            outcomes[item_id] = "passed"
-            run.record_item(item_id, passed=True)
-    return outcomes
+    return drive_items(run, items, lambda item_id, item: {} if isinstance(item, TrainItem) else {
+        "rollout": run.rollout_for(item_id), "row": dict(item.row)})
 
 
 def _records(run):

@@ -16,15 +16,12 @@ from bedrock_agentcore import BedrockAgentCoreApp
 
 import agentcore_rl_harness as arl
 from acr_stub import AWS_TEST_ENV, serve, serve_data_plane
-from agentcore_rl_harness.config import compose_config
-from agentcore_rl_harness.errors import HarnessError, SandboxError
+from run_driver import drive_items
+from agentcore_rl_harness.errors import SandboxError
 from agentcore_rl_harness.records import Status
-from agentcore_rl_harness.run.compose import Harness
 from agentcore_rl_harness.run.core import Run
-from agentcore_rl_harness.run.scoring import ItemFailed
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
 from agentcore_rl_harness.runtimes.base import AgentRef
-from agentcore_rl_harness.samplers.scripted import ScriptedSampler
 from agentcore_rl_harness.tasks import task_spec
 
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/kept-Ab12Cd34Ef"
@@ -81,43 +78,24 @@ def _spec(tmp_path: Path, body, *, samples: int = 2):
                               name="kept")(body))
 
 
-def _harness(plane, tiny_tokenizer, *overrides):
-    config = compose_config([*FAST, *overrides]).typed
-    counter = iter(range(10**6))
-    sampler = ScriptedSampler(lambda prompt, params: "4" if next(counter) % 2 == 0 else "5",
-                              encode=tiny_tokenizer.encode)
+def _harness(scripted_harness, plane):
     runtime = AgentCoreRuntime(arns={"*": ARN}, endpoint_url=plane.url, retry_backoff_s=0.01)
-    return Harness(config, sampler=sampler, tokenizer=tiny_tokenizer, model_id="tiny-test", runtime=runtime)
-
-
-@pytest.fixture(scope="module")
-def tiny_tokenizer(tiny_model_dir):
-    from agentcore_rl_harness.models import load_tokenizer
-
-    return load_tokenizer(tiny_model_dir)
+    return scripted_harness(FAST, runtime=runtime)
 
 
 def _drive(run, spec, argument_names):
     """What the plugin does per item: its body with pytest's fixture values, then its verdict."""
-    items = [(f"kept::{index}", item) for index, item in enumerate(run.plan(spec))]
-    run.start(items)
-    outcomes = {}
-    for item_id, item in items:
-        try:
-            handle = run.rollout_for(item_id)
-            available = {"rollout": handle, "row": dict(item.row), "sandbox": handle.sandbox}
-            run.run_item(item_id, item.spec.fn, {name: available[name] for name in argument_names})
-        except (ItemFailed, AssertionError, HarnessError) as exc:
-            outcomes[item_id] = type(exc).__name__
-            run.record_item(item_id, passed=False, error=f"{type(exc).__name__}: {exc}")
-        else:
-            outcomes[item_id] = "passed"
-            run.record_item(item_id, passed=True)
-    return outcomes
+    def arguments(item_id, item):
+        handle = run.rollout_for(item_id)
+        available = {"rollout": handle, "row": dict(item.row), "sandbox": handle.sandbox}
+        return {name: available[name] for name in argument_names}
+
+    return drive_items(run, [(f"kept::{index}", item) for index, item in enumerate(run.plan(spec))],
+                       arguments)
 
 
 def test_a_task_and_its_reward_inspect_the_live_acr_session_which_is_stopped_after_scoring(
-        tmp_path, plane, tiny_tokenizer):
+        tmp_path, plane, scripted_harness):
     seen = []
 
     def test_kept(rollout, row, sandbox):
@@ -130,7 +108,7 @@ def test_a_task_and_its_reward_inspect_the_live_acr_session_which_is_stopped_aft
         assert handle.status() == "running"  # killed with the session after scoring
         assert rollout.reward == 1.0
 
-    harness = _harness(plane, tiny_tokenizer)
+    harness = _harness(scripted_harness, plane)
     run = Run.create(mode="eval", overrides=FAST, config_path=None, out_dir=tmp_path / "out",
                      rootdir=tmp_path, terminal=None, harness=harness)
     try:
@@ -153,12 +131,12 @@ def test_a_task_and_its_reward_inspect_the_live_acr_session_which_is_stopped_aft
     assert any("kill" in call["command"] for call in plane.commands)  # background handles killed
 
 
-def test_the_harness_scoring_itself_gives_the_body_its_sandbox(tmp_path, plane, tiny_tokenizer):
+def test_the_harness_scoring_itself_gives_the_body_its_sandbox(tmp_path, plane, scripted_harness):
     """Pre-eval and training rollouts are scored without pytest: `sandbox` is offered there too."""
     def test_kept(rollout, row, sandbox):
         assert sandbox.sync.get_file("answer.txt").decode() == rollout.result["reply"]
 
-    harness = _harness(plane, tiny_tokenizer)
+    harness = _harness(scripted_harness, plane)
     run = Run.create(mode="eval", overrides=FAST, config_path=None, out_dir=tmp_path / "out",
                      rootdir=tmp_path, terminal=None, harness=harness)
     try:

@@ -23,6 +23,8 @@ from agentcore_rl_harness.errors import ConfigError
 from agentcore_rl_harness.run.compose import build_runtime
 from agentcore_rl_harness.runtimes.limits import LimiterSettings, build_limiter
 from agentcore_rl_harness.runtimes.ray_limiter import NAMESPACE, RayLimiter
+from agentcore_rl_harness.runtimes.ray_loopback import SINGLE_NODE_ENV, start_local
+from listening_sockets import descendants, listeners
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
@@ -34,16 +36,18 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A local Ray cluster; yields its address (the GCS) for the worker processes."""
+    """A local Ray cluster started as the product starts one (on 127.0.0.1, no dashboard); yields
+    its address (the GCS) for the worker processes, which join it."""
     env = {**AWS_TEST_ENV, "PYTHONPATH": os.pathsep.join(
         [str(SRC), str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    previous = {name: os.environ.get(name) for name in env}
+    previous = {name: os.environ.get(name) for name in [*env, SINGLE_NODE_ENV]}
+    multi_node = ray._private.ray_constants.ENABLE_RAY_CLUSTER
     os.environ.update(env)  # the actor's worker process inherits them through the raylet
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, namespace=NAMESPACE)
     try:
-        yield ray.get_runtime_context().gcs_address
+        yield start_local(num_cpus=1, log_to_driver=False, namespace=NAMESPACE)
     finally:
         ray.shutdown()
+        ray._private.ray_constants.ENABLE_RAY_CLUSTER = multi_node
         for name, value in previous.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -71,6 +75,20 @@ def start_worker(plane, cluster: str, name: str, **flags) -> subprocess.Popen:
 
 def stats(name: str) -> dict:
     return ray.get(ray.get_actor(name, namespace=NAMESPACE).stats.remote())
+
+
+def wait_until_held(name: str, worker: subprocess.Popen, slots: int) -> None:
+    """Until the worker holds `slots` live sessions of the shared limiter `name`."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if stats(name)["live"] == slots:
+                return
+        except ValueError:  # the actor does not exist yet
+            pass
+        assert worker.poll() is None, worker.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, f"the worker never held its {slots} slots"
+        time.sleep(0.2)
 
 
 def test_four_processes_share_one_arns_rate_and_live_cap(cluster, plane, record_property):
@@ -130,16 +148,7 @@ def test_a_killed_process_gives_its_slots_back(cluster, plane):
     victim = start_worker(plane, cluster, name, sessions=6, max_live=4, lease_ttl_s=2,
                           sleep_s=10, tps=1000)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if stats(name)["live"] == 4:
-                    break
-            except ValueError:  # the actor does not exist yet
-                pass
-            assert victim.poll() is None, victim.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "the worker never held its 4 slots"
-            time.sleep(0.2)
+        wait_until_held(name, victim, 4)
         assert stats(name)["waiting"] == 2
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
@@ -165,6 +174,24 @@ def test_a_killed_process_gives_its_slots_back(cluster, plane):
     assert granted - killed <= 2 * 1.25 + 1.0  # within the TTL plus one reaper period and slack
     after = stats(name)
     assert after["reclaimed"] == 4 and after["live"] == 0
+
+
+def test_the_cluster_and_the_processes_that_join_it_listen_on_loopback_only(cluster, plane):
+    name = f"limiter-{uuid.uuid4().hex[:8]}"
+    joiner = start_worker(plane, cluster, name, sessions=2, max_live=2, sleep_s=8, tps=1000)
+    try:
+        wait_until_held(name, joiner, 2)  # now it, the actor and the cluster all listen
+        found = listeners(descendants(os.getpid()))
+    finally:
+        out, err = joiner.communicate(timeout=120)
+    assert joiner.returncode == 0, err[-3000:]
+    assert json.loads(out.strip().splitlines()[-1])["statuses"] == {"completed": 2}
+    names = {listener.name for listener in found}
+    assert {"gcs_server", "raylet"} <= names, names
+    assert joiner.pid in {listener.pid for listener in found}  # its core worker's server
+    assert any(name.startswith("ray::") for name in names), names  # the actor's worker
+    exposed = [listener for listener in found if not listener.loopback]
+    assert not exposed, f"Ray processes listening beyond loopback: {exposed}"
 
 
 def test_a_second_process_with_another_quota_is_refused_by_name(cluster):

@@ -19,3 +19,19 @@ def pack_rows():
     """Every committed row, by level."""
     return {level: [json.loads(line) for line in (PACK / "data" / f"level{level}.jsonl").read_text().splitlines()]
             for level in (1, 2, 3)}
+
+
+@pytest.fixture(scope="session")
+def renderer(tiny_model_dir):
+    """The tiny model's chat-template renderer, as the gateway renders the agent's turns."""
+    from migration_harness import renderer_for
+
+    return renderer_for(tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
+def tasks():
+    """The pack's task module (tasks/migration/test_migration.py)."""
+    from migration_harness import load_pack_module
+
+    return load_pack_module("migration_pack_tasks", "test_migration.py")

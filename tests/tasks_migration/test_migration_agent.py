@@ -8,19 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from migration_harness import hermes_text, load_pack_module, play, renderer_for
-
-
-
-
-@pytest.fixture(scope="module")
-def renderer(tiny_model_dir):
-    return renderer_for(tiny_model_dir)
-
-
-@pytest.fixture(scope="module")
-def tasks():
-    return load_pack_module("migration_pack_tasks", "test_migration.py")
+from migration_harness import hermes_text, load_pack_module, play
 
 
 @pytest.fixture(scope="module")

@@ -5,19 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from migration_harness import hermes_text, load_pack_module, play, renderer_for
+from migration_harness import hermes_text, play
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
-
-
-@pytest.fixture(scope="module")
-def renderer(tiny_model_dir):
-    return renderer_for(tiny_model_dir)
-
-
-@pytest.fixture(scope="module")
-def tasks():
-    return load_pack_module("migration_pack_tasks", "test_migration.py")
 
 
 @pytest.mark.parametrize("level", [1, 3])

@@ -9,8 +9,8 @@ built from the config unless `harness=` is given (a test passes one over the shi
 
 Long because the run's order of events lives in one place: open, reload, trackers, pre-eval,
 warm-up, training, items, release of kept sessions, reports and the trackers' end; each step's
-work is in its own module and `Run` only sequences them (next split: the tracker glue, `_tags` and
-`_track_end`, into `tracking.py`).
+work is in its own module (the trackers' start and end in `tracking.py`) and `Run` only
+sequences them.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from .plan import PlannedItem, TrainItem, case_key, plan_cases
 from .rundir import RunDir
 from .schedule import Scheduler, episode_or_failure
 from .scoring import RolloutHandle, Scorer, item_verdict
-from .tracking import Tracking, pre_eval_metrics, report_metrics
+from .tracking import Tracking, pre_eval_metrics
 from .training import TrainingLoop
 
 
@@ -156,7 +156,7 @@ class Run:
         if self.config.typed.logger and not self.rundir.shared:  # under -n, not in workers
             self.tracking = Tracking.start(
                 self.config.typed.logger, run_dir=self.run_dir, mode=self.mode, rootdir=self.rootdir,
-                config=self.config.resolved, tags=self._tags(), steps=self.train_steps, write=self.write)
+                config=self.config.resolved, steps=self.train_steps, write=self.write)
         cases = [(item_id, item) for item_id, item in items if isinstance(item, Case)]
         if self.mode in ("run", "train"):
             specs = list({id(item.spec): item.spec for _, item in items}.values())
@@ -187,12 +187,7 @@ class Run:
         harness = self.parts()
         try:
             if self.mode == "run":
-                done = {case_key(r) for r in self.rollouts if r.phase == "pre"}
-                pre = [dataclasses.replace(case, phase="pre") for case in cases]
-                pre = [case for case in pre if case_key(case) not in done]
-                if pre:
-                    self.write(f"agentcore-rl pre-eval: {len(pre)} rollouts")
-                    self.offline_phase(pre)
+                self._evaluate_as(cases, phase="pre", label="pre-eval")
                 if self.tracking:
                     self.tracking.summary(pre_eval_metrics(self.rollouts, self.config.typed.seed), step=0)
             if self.config.typed.warmup.enabled and start_step == 0:  # a checkpoint holds it already
@@ -218,12 +213,16 @@ class Run:
 
         warm_up(self, specs)
         if self.mode == "run" and self.config.typed.warmup.eval:
-            done = {case_key(r) for r in self.rollouts if r.phase == "warmup"}
-            warm = [dataclasses.replace(case, phase="warmup") for case in cases]
-            warm = [case for case in warm if case_key(case) not in done]
-            if warm:
-                self.write(f"agentcore-rl eval after the warm-up: {len(warm)} rollouts")
-                self.offline_phase(warm)
+            self._evaluate_as(cases, phase="warmup", label="eval after the warm-up")
+
+    def _evaluate_as(self, cases: list[Case], *, phase: str, label: str) -> None:
+        """Roll out and score the item cases as `phase`, but those a resumed run kept."""
+        done = {case_key(r) for r in self.rollouts if r.phase == phase}
+        todo = [case for case in (dataclasses.replace(case, phase=phase) for case in cases)
+                if case_key(case) not in done]
+        if todo:
+            self.write(f"agentcore-rl {label}: {len(todo)} rollouts")
+            self.offline_phase(todo)
 
     def offline_phase(self, cases: list[Case]) -> list[Rollout]:
         """Roll out and score a batch the harness scores itself (pre-eval)."""
@@ -367,22 +366,9 @@ class Run:
         failed = finish.run_failed(infra_errors=self.infra_errors, other_failures=self.other_failures,
                                    gate_failures=self.gate_failures)
         if self.tracking:
-            self._track_end(failed)
+            self.tracking.end(report=self.report, train_steps=self.train_steps, run_dir=self.run_dir,
+                              failed=failed)
         return failed
-
-    def _tags(self) -> dict[str, str]:
-        """The run's git sha and package versions, for the trackers."""
-        sha = finish.git_sha(self.rootdir)
-        versions = {f"version/{name}": value for name, value in finish.versions().items()}
-        return {**({"git_sha": sha} if sha else {}), **versions}
-
-    def _track_end(self, failed: bool) -> None:
-        assert self.tracking is not None
-        if self.report is not None:
-            step = max((int(line["step"]) for line in self.train_steps), default=-1) + 1
-            self.tracking.summary(report_metrics(self.report), step=step)
-            self.tracking.artifacts(self.run_dir)
-        self.tracking.finish(failed=failed)
 
     def _report(self) -> None:
         self.report = build_report(

@@ -18,6 +18,7 @@ from typing import Any
 from ..records import Rollout
 from ..reports.model import DeltaReport, PhaseReport, Report, Summary
 from ..trackers.base import SweepJob, TrackedRun, Tracker
+from .finish import git_sha, versions
 
 REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml")
 
@@ -86,6 +87,13 @@ def pre_eval_metrics(rollouts: Sequence[Rollout], seed: int) -> dict[str, float]
     return phase_metrics("pre", report)
 
 
+def run_tags(rootdir: Path) -> dict[str, str]:
+    """The run's git sha (when `rootdir` is in a git checkout) and package versions."""
+    sha = git_sha(rootdir)
+    return {**({"git_sha": sha} if sha else {}),
+            **{f"version/{name}": value for name, value in versions().items()}}
+
+
 @dataclass
 class Tracking:
     trackers: dict[str, Tracker]
@@ -105,16 +113,28 @@ class Tracking:
 
     @classmethod
     def start(cls, configs: Mapping[str, Any], *, run_dir: Path, mode: str, rootdir: Path,
-              config: Mapping[str, Any], tags: Mapping[str, str], steps: Sequence[Mapping[str, Any]],
+              config: Mapping[str, Any], steps: Sequence[Mapping[str, Any]],
               write: Callable[[str], None]) -> "Tracking":
-        """Open the trackers, log the config and the steps a resumed run already has."""
+        """Open the trackers, log the config (tagged with the run, its git sha and package
+        versions) and the steps a resumed run already has."""
         run = TrackedRun(run_id=run_dir.name, run_dir=run_dir, mode=mode, rootdir=rootdir,
                          sweep=SweepJob.from_environ())
         tracking = cls.open(configs, run=run, write=write)
-        tracking.config(config, {"run_id": run.run_id, "run_dir": str(run_dir), "mode": mode, **tags})
+        tags = {"run_id": run.run_id, "run_dir": str(run_dir), "mode": mode, **run_tags(rootdir)}
+        tracking.config(config, tags)
         for line in steps:
             tracking.step(line)
         return tracking
+
+    def end(self, *, report: Report | None, train_steps: Sequence[Mapping[str, Any]], run_dir: Path,
+            failed: bool) -> None:
+        """The run's end: the report's numbers (at the step after the last trained one) and its
+        files when there is a report, then each tracker's finish."""
+        if report is not None:
+            step = max((int(line["step"]) for line in train_steps), default=-1) + 1
+            self.summary(report_metrics(report), step=step)
+            self.artifacts(run_dir)
+        self.finish(failed=failed)
 
     def _call(self, name: str, what: str, call: Callable[[], Any]) -> Any:
         try:

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from ..errors import ConfigError, MissingDependencyError, RuntimeStartError
 from ._rate import SlotPool, TokenBucket
+from .ray_loopback import SINGLE_NODE_ENV, address_host, is_loopback, use_single_node_mode
 
 logger = logging.getLogger(__name__)
 
@@ -160,16 +161,25 @@ def _import_ray() -> Any:
 
 
 def connect(address: str | None) -> Any:
-    """The `ray` module, connected: the Ray this process is in, else `address` (or auto)."""
+    """The `ray` module, connected: the Ray this process is in, else `address` (or auto).
+
+    A cluster at a loopback address listens there only (`ray_loopback`); joining it needs Ray's
+    single-node mode here too."""
     ray = _import_ray()
     if not ray.is_initialized():
+        target = address or os.environ.get("RAY_ADDRESS") or "auto"
+        if is_loopback(address_host(target)):
+            use_single_node_mode()
         try:
             ray.init(address=address or "auto", namespace=NAMESPACE, log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
+            reason = f"{exc}: {exc.__cause__}" if exc.__cause__ else str(exc)  # e.g. Ray's auth
             raise ConfigError(
-                f"runtime.limiter=ray found no Ray cluster at {address or 'auto'} ({exc}); start "
-                "one (`ray start --head --node-ip-address 127.0.0.1`) and set "
-                "runtime.ray_address (or RAY_ADDRESS), or use runtime.limiter=local"
+                f"runtime.limiter=ray found no Ray cluster at {target} ({reason}); start one on "
+                f"this machine only (`export {SINGLE_NODE_ENV}=0; ray start --head "
+                "--include-dashboard=false`, the variable exported where the harness runs too) "
+                "or join yours with runtime.ray_address (or RAY_ADDRESS), or use "
+                "runtime.limiter=local"
             ) from exc
     return ray
 
