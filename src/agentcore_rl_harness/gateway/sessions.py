@@ -1,10 +1,9 @@
 """`SessionStore`: the one owner of gateway session state (thread-safe).
 
 A session key is what the agent sends as its API key. Keys are unguessable when generated here.
-A finished session stays known as closed for a while (`FINISHED_KEYS_KEPT_S`, at most
-`MAX_FINISHED_KEYS` of them), so a late request with its key is told it is finished and its id
-cannot be opened again; after that the key is simply unknown (still refused). The bound keeps a
-gateway that serves sessions for days at flat memory (`bench/load.py --soak`).
+A finished session stays known as closed for `FINISHED_KEYS_KEPT_S` (at most `MAX_FINISHED_KEYS`,
+`recent_keys.RecentKeys`), so a late request with its key is refused as finished; later it is
+an unknown key (still refused).
 
 Lifecycle limits (`records.SessionLimits`, defaults sized for 8-hour sessions): `max_turns` caps
 the model requests of a session (the next one is refused with `TurnLimitError`, HTTP 429);
@@ -22,7 +21,6 @@ rollout record says why a session ended short.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import secrets
 import threading
@@ -34,6 +32,7 @@ from typing import Any
 from ..errors import ConfigError, HarnessError
 from ..records import HistoryMode, SampleResult, SamplingParams, SessionLimits, Trace, Usage
 from .forcing import ScriptError, normalize_script
+from .recent_keys import RecentKeys
 from .rendering import Message, ParsedReply, Renderer
 from .trajectory import PromptPlan, Turn, TurnTree, chain_metadata
 
@@ -284,7 +283,7 @@ class SessionStore:
         self._lock = threading.RLock()
         self._open: dict[str, Session] = {}
         self._reaped: dict[str, FinishedSession] = {}
-        self._finished: collections.OrderedDict[str, float] = collections.OrderedDict()  # key -> when
+        self._finished = RecentKeys(keep_s=FINISHED_KEYS_KEPT_S, max_keys=MAX_FINISHED_KEYS, clock=clock)
 
     def open(self, *, session_id: str | None = None, sampling: SamplingParams | None = None,
              script: Sequence[Mapping[str, Any]] | None = None) -> str:
@@ -330,25 +329,13 @@ class SessionStore:
         with self._lock:
             reaped = self._reaped.pop(session_id, None)
             if reaped is not None:
-                self._remember_finished(session_id)
+                self._finished.add(session_id)
                 return reaped
             session = self._open.get(session_id) or self.get(session_id)  # get raises why not
             finished = session.close()
             del self._open[session_id]
-            self._remember_finished(session_id)
+            self._finished.add(session_id)
         return finished
-
-    def _remember_finished(self, session_id: str) -> None:
-        """Keep a finished key known (lock held), forgetting the oldest past the time or count bound."""
-        now = self._clock()
-        self._finished[session_id] = now
-        self._finished.move_to_end(session_id)
-        horizon = now - FINISHED_KEYS_KEPT_S
-        while self._finished:
-            oldest_id, finished_at = next(iter(self._finished.items()))
-            if finished_at > horizon and len(self._finished) <= MAX_FINISHED_KEYS:
-                break
-            del self._finished[oldest_id]
 
     def _expired_message(self, limit: str | Sequence[str]) -> str:
         if not isinstance(limit, str):  # a reaped session's limits_hit: the expiry is the last
@@ -398,7 +385,7 @@ class SessionStore:
                 raise UnknownSessionError(f"unknown session {session_id!r}")
             if session is not None:
                 session.discard()
-            self._finished.pop(session_id, None)
+            self._finished.discard(session_id)
             self._reaped.pop(session_id, None)
 
     def __len__(self) -> int:
