@@ -9,8 +9,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from . import openai_wire, responses_wire
+from .known_history import NOTHING_KNOWN, plain_chat_message
 from .messages import Message, chat_tools, check_history, new_id
-from .routing import ApiError, FastJSONResponse, GatewayContext, errors_as, read_json, session_of, validated
+from .routing import (
+    ApiError,
+    FastJSONResponse,
+    GatewayContext,
+    check_nesting,
+    errors_as,
+    read_json,
+    session_of,
+    validated,
+)
 from .streaming import WireStream, stream_turn
 from .turn import PreparedTurn, RequestedSampling, TurnResult, prepare_turn, sample_turn
 
@@ -28,13 +38,38 @@ def streamed(context: GatewayContext, prepared: PreparedTurn, wire: WireStream) 
     return StreamingResponse(events, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
+CHAT_RESULT = "a 'tool' message's tool_call_id"
+
+
 def prepared_turn(context: GatewayContext, *, session: Any, messages: list[Message], tools: Any,
-                  requested: RequestedSampling, result: str) -> PreparedTurn:
-    """Check the history (unless `gateway.lenient_history`), then plan the turn."""
-    if context.check_history:
+                  requested: RequestedSampling, result: str | None) -> PreparedTurn:
+    """Check the history (unless `gateway.lenient_history`, or `result` is None: checked
+    already), then plan the turn."""
+    if context.check_history and result is not None:
         check_history(messages, result=result)
     return prepare_turn(session=session, renderer=context.renderer, messages=messages, tools=tools,
                         requested=requested, context_window=context.context_window)
+
+
+def chat_request(context: GatewayContext, session: Any, data: Any) -> tuple[Any, list[Message]]:
+    """The validated chat request and its internal messages, history checked. The messages this
+    session's earlier requests already checked and translated (`known_history.py`) are compared,
+    not checked or translated again; errors name the same fields either way."""
+    raw = data.get("messages") if isinstance(data, dict) else None
+    known = session.known_history.match("chat", raw) if isinstance(raw, list) else NOTHING_KNOWN
+    tail = {**data, "messages": raw[known.count:]} if known.count else data
+    check_nesting(tail)
+    try:
+        body = validated(openai_wire.ChatCompletionRequest, tail)
+    except ApiError:
+        if known.count:  # the whole request's error, with its own message indices
+            validated(openai_wire.ChatCompletionRequest, data)
+        raise
+    internal = [*known.internal, *openai_wire.to_internal(body.messages, start=known.count)]
+    if context.check_history:
+        check_history(internal, result=CHAT_RESULT, checked=known.count)
+    session.known_history.remember("chat", known, raw, internal, plain_chat_message)
+    return body, internal
 
 
 async def sampled(context: GatewayContext, prepared: PreparedTurn) -> TurnResult:
@@ -45,16 +80,16 @@ def chat_routes(context: GatewayContext) -> dict[str, Any]:
     @errors_as(openai_error)
     async def chat_completions(request: Request) -> Response:
         session = session_of(context, request)
-        body = validated(openai_wire.ChatCompletionRequest, await read_json(request, context.max_body_bytes))
+        data = await read_json(request, context.max_body_bytes, check_depth=False)
+        body, messages = chat_request(context, session, data)
         if body.n not in (None, 1):
             raise ApiError(400, f"n={body.n} is not supported: send one request per sample")
         stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
         requested = RequestedSampling(
             temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, seed=body.seed,
             max_tokens=body.max_completion_tokens or body.max_tokens, stop=stop)
-        prepared = prepared_turn(context, session=session, messages=openai_wire.to_internal(body.messages),
-                                 tools=chat_tools(body.tools), requested=requested,
-                                 result="a 'tool' message's tool_call_id")
+        prepared = prepared_turn(context, session=session, messages=messages, tools=chat_tools(body.tools),
+                                 requested=requested, result=None)
         completion_id, created = new_id("chatcmpl-"), int(time.time())
         if body.stream:
             include_usage = bool((body.stream_options or {}).get("include_usage"))

@@ -197,8 +197,10 @@ class TurnTree:
         tools_key = _tools_key(tools)
         request = tuple(messages)
         last = next((i for i in range(len(request) - 1, -1, -1) if _role(request[i]) == "assistant"), None)
-        parent = None if last is None or not self.incremental else self._same_request(request, last, tools_key)
+        parent, earlier = (None, ()) if last is None or not self.incremental else \
+            self._same_request(request, last, tools_key)
         if parent is not None:  # only the messages from the reply on are new
+            request = earlier + request[last:]  # one kept copy of the history: the earlier one
             normalised = parent.messages + tuple(normalize_messages(request[last:]))
             keys = parent.history_keys + tuple(_keys(normalised[last:]))
         else:
@@ -222,17 +224,20 @@ class TurnTree:
         prompt = TokenRun.of(self._renderer.encode(self._render(normalised, tools)))
         return plan(prompt, parent=None, drift=parent is not None)
 
-    def _same_request(self, request: tuple[Mapping[str, Any], ...], last: int, tools_key: str) -> Turn | None:
+    def _same_request(self, request: tuple[Mapping[str, Any], ...], last: int,
+                      tools_key: str) -> tuple[Turn | None, tuple[Mapping[str, Any], ...]]:
         """A recent turn whose request, as it arrived, is `request[:last]` and whose reply is
-        `request[last]`, or None (then `_find_parent` compares normalised keys)."""
+        `request[last]`, and that request; or (None, ()) (then `_find_parent` compares
+        normalised keys). One C-level comparison, fastest when the wire handed the messages it
+        already knows over as the same objects (`known_history.py`)."""
         reply_key = None
         for index, earlier in reversed(self._requests.items()):
             turn = self._turns[index]
             if len(earlier) == last and turn.tools_key == tools_key and earlier == request[:last]:
                 reply_key = reply_key or message_key(normalize_message(request[last]))
                 if turn.reply_key == reply_key:
-                    return turn
-        return None
+                    return turn, earlier
+        return None, ()
 
     def _find_parent(self, keys: tuple[tuple[Any, ...], ...], last: int, tools_key: str) -> Turn | None:
         reply_key, history = keys[last], keys[:last]
@@ -355,7 +360,7 @@ class TurnTree:
 
     def _linearize(self, chain: list[Turn], trained: set[int]) -> Trace:
         leaf, prompt_length = chain[-1], len(chain[0].prompt_token_ids)
-        token_ids = leaf.prompt_token_ids + leaf.completion_token_ids
+        token_ids = (*leaf.prompt_token_ids, *leaf.completion_token_ids)
         size = len(token_ids) - prompt_length
         loss_mask, logprobs = [0] * size, [None] * size
         for turn in chain:
