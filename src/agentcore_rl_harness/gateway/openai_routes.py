@@ -9,14 +9,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from . import openai_wire, responses_wire
-from .known_history import NOTHING_KNOWN, plain_chat_message
-from .messages import Message, chat_tools, check_history, new_id
+from .known_history import NOTHING_KNOWN, Known, plain_chat_message
+from .messages import Message, WireError, chat_tools, check_history, new_id
 from .routing import (
     ApiError,
     FastJSONResponse,
     GatewayContext,
     check_nesting,
     errors_as,
+    parse_json,
+    read_body,
     read_json,
     session_of,
     validated,
@@ -51,24 +53,43 @@ def prepared_turn(context: GatewayContext, *, session: Any, messages: list[Messa
                         requested=requested, context_window=context.context_window)
 
 
-def chat_request(context: GatewayContext, session: Any, data: Any) -> tuple[Any, list[Message]]:
-    """The validated chat request and its internal messages, history checked. The messages this
-    session's earlier requests already checked and translated (`known_history.py`) are compared,
-    not checked or translated again; errors name the same fields either way."""
-    raw = data.get("messages") if isinstance(data, dict) else None
-    known = session.known_history.match("chat", raw) if isinstance(raw, list) else NOTHING_KNOWN
-    tail = {**data, "messages": raw[known.count:]} if known.count else data
-    check_nesting(tail)
+def chat_request(context: GatewayContext, session: Any, source: bytes | Any) -> tuple[Any, list[Message]]:
+    """The validated chat request and its internal messages, history checked, from the body's
+    bytes (or its parsed JSON). The messages this session's earlier requests already checked and
+    translated (`known_history.py`) are compared, not parsed (when their bytes are the same),
+    checked or translated again; a refused request is refused with the words a fresh session
+    would use."""
+    history = session.known_history
+    split = history.split("chat", source) if isinstance(source, bytes) else None
+    if split is not None:
+        known, tail = split
+    else:
+        data = source if not isinstance(source, bytes) else parse_json(source, check_depth=False) if source else {}
+        raw = data.get("messages") if isinstance(data, dict) else None
+        known = history.match("chat", raw) if isinstance(raw, list) else NOTHING_KNOWN
+        tail = {**data, "messages": raw[known.count:]} if known.count else data
     try:
-        body = validated(openai_wire.ChatCompletionRequest, tail)
-    except ApiError:
-        if known.count:  # the whole request's error, with its own message indices
-            validated(openai_wire.ChatCompletionRequest, data)
-        raise
+        body, internal = _checked_chat(context, tail, known)
+    except (ApiError, WireError):
+        if not known.count:
+            raise
+        known = NOTHING_KNOWN  # the whole request, as a fresh session sees it, says why
+        tail = data if split is None else parse_json(source, check_depth=False)
+        body, internal = _checked_chat(context, tail, known)
+    raw = [*known.raw, *tail["messages"]]
+    history.remember("chat", known, raw, internal, plain_chat_message,
+                     body=source if isinstance(source, bytes) else None)
+    return body, internal
+
+
+def _checked_chat(context: GatewayContext, data: Any, known: Known) -> tuple[Any, list[Message]]:
+    """`data` (the request without its `known` messages) depth-checked, validated, translated and
+    history-checked, and the internal messages of the whole request."""
+    check_nesting(data)
+    body = validated(openai_wire.ChatCompletionRequest, data)
     internal = [*known.internal, *openai_wire.to_internal(body.messages, start=known.count)]
     if context.check_history:
         check_history(internal, result=CHAT_RESULT, checked=known.count)
-    session.known_history.remember("chat", known, raw, internal, plain_chat_message)
     return body, internal
 
 
@@ -80,8 +101,7 @@ def chat_routes(context: GatewayContext) -> dict[str, Any]:
     @errors_as(openai_error)
     async def chat_completions(request: Request) -> Response:
         session = session_of(context, request)
-        data = await read_json(request, context.max_body_bytes, check_depth=False)
-        body, messages = chat_request(context, session, data)
+        body, messages = chat_request(context, session, await read_body(request, context.max_body_bytes))
         if body.n not in (None, 1):
             raise ApiError(400, f"n={body.n} is not supported: send one request per sample")
         stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())

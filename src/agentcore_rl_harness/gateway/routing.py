@@ -139,19 +139,26 @@ def _count_event(request: Request, event: str) -> None:
 async def read_json(request: Request, limit: int, *, check_depth: bool = True) -> Any:
     """The body as JSON (`parse_json`); with `check_depth=False` the caller checks the nesting of
     what it has not checked before (`check_nesting`)."""
+    body = await read_body(request, limit)
+    if not body:
+        return {}
+    return parse_json(body, check_depth=check_depth)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body's bytes, or a 413 past `limit`."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"request body of {declared} bytes exceeds the limit of {limit} bytes "
                             "(GatewayConfig.max_body_bytes)", code="request_too_large")
-    body = bytearray()
+    chunks, size = [], 0
     async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
             raise ApiError(413, f"request body exceeds the limit of {limit} bytes "
                                 "(GatewayConfig.max_body_bytes)", code="request_too_large")
-    if not body:
-        return {}
-    return parse_json(body, check_depth=check_depth)
+    return b"".join(chunks)  # one copy (none for a body that came in one chunk)
 
 
 MAX_JSON_DEPTH = 64
