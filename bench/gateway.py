@@ -427,8 +427,13 @@ def time_linearization(turn_counts: tuple[int, ...] = (25, 50, 100), tokens_per_
             prompt = TokenRun.of(turn.prompt_token_ids).extended(completion, tuple(range(glue)))
         best = min(_timed(tree.traces) for _ in range(5))
         (trace,) = tree.traces()
-        rows.append({"turns": turns, "tokens": len(trace.token_ids), "linearize_ms": best * 1e3,
-                     "us_per_1k_tokens": best * 1e6 / (len(trace.token_ids) / 1000)})
+        size = len(trace.token_ids)
+        # control: copying three arrays of that size, the memory hierarchy's share of any growth
+        copies = min(_timed(lambda: (list(trace.token_ids), list(trace.loss_mask), list(trace.logprobs)))
+                     for _ in range(5))
+        rows.append({"turns": turns, "tokens": size, "linearize_ms": round(best * 1e3, 3),
+                     "us_per_1k_tokens": round(best * 1e6 / (size / 1000), 1),
+                     "control_copy_us_per_1k_tokens": round(copies * 1e6 / (size / 1000), 1)})
     return rows
 
 
@@ -515,8 +520,8 @@ def run_long(args: argparse.Namespace) -> None:
     for round_index in range(args.repeat):
         for (role, name), sessions in runs.items():
             env = {**os.environ, "PYTHONPATH": sources[name]}
-            done = subprocess.run([sys.executable, os.path.join(HERE, "_long_history.py"), role,
-                                   "--turns", str(args.long_turns), "--sessions", str(args.long_sessions)],
+            done = subprocess.run([sys.executable, os.path.join(HERE, "_long_history.py"), role,  # +2: turns n-2..n+2 at n
+                                   "--turns", str(args.long_turns + 2), "--sessions", str(args.long_sessions)],
                                   capture_output=True, text=True, env=env, timeout=7200)
             if done.returncode != 0:
                 raise SystemExit(f"{role} {name} failed: {done.stderr[-3000:]}")

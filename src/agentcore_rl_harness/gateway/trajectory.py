@@ -55,6 +55,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import OrderedDict
+from itertools import chain as _chain, repeat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -361,20 +362,21 @@ class TurnTree:
     def _linearize(self, chain: list[Turn], trained: set[int]) -> Trace:
         leaf, prompt_length = chain[-1], len(chain[0].prompt_token_ids)
         token_ids = (*leaf.prompt_token_ids, *leaf.completion_token_ids)
-        size = len(token_ids) - prompt_length
-        loss_mask, logprobs = [0] * size, [None] * size
+        masks, logprobs, position = [], [], prompt_length  # runs, joined once (one pass, no copies)
         for turn in chain:
-            start = len(turn.prompt_token_ids) - prompt_length
-            mask = 0 if turn.index in trained else 1
+            gap, sampled = len(turn.prompt_token_ids) - position, len(turn.logprobs)
+            masks += (repeat(0, gap), repeat(0 if turn.index in trained else 1, sampled))
+            logprobs += (repeat(None, gap), turn.logprobs)
             trained.add(turn.index)
-            end = start + len(turn.logprobs)
-            loss_mask[start:end] = [mask] * len(turn.logprobs)
-            logprobs[start:end] = turn.logprobs
+            position += gap + sampled
         return Trace(
-            token_ids=token_ids, prompt_length=prompt_length, loss_mask=tuple(loss_mask),
-            logprobs=tuple(logprobs), finish_reason=leaf.finish_reason,
+            token_ids=token_ids, prompt_length=prompt_length, loss_mask=tuple(chain_runs(masks)),
+            logprobs=tuple(chain_runs(logprobs)), finish_reason=leaf.finish_reason,
             metadata=chain_metadata(chain),
         )
+
+
+chain_runs = _chain.from_iterable
 
 
 def chain_metadata(turns: Sequence[Turn]) -> dict[str, Any]:
