@@ -72,14 +72,16 @@ from .tokens import TokenRun
 class PromptPlan:
     """The prompt for one request and where it attaches in the tree (before sampling).
     `history_keys` and `request` (the messages as they arrived) are kept for matching later
-    requests; empty means "compute them from `messages`" and "not kept"."""
+    requests; empty means "compute them from `messages`" and "not kept". Like the prompt ids,
+    `messages` and `history_keys` of a turn that extends another are views of a buffer the chain
+    shares (`TokenRun`): a session holds its history once, not once per turn."""
 
     prompt_token_ids: Sequence[int]
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
     tools_key: str
     parent: int | None
     drift: bool
-    history_keys: tuple[tuple[Any, ...], ...] = ()
+    history_keys: Sequence[tuple[Any, ...]] = ()
     request: tuple[Mapping[str, Any], ...] = ()
 
 
@@ -87,7 +89,7 @@ class PromptPlan:
 class Turn:
     index: int
     parent: int | None
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
     tools_key: str
     prompt_token_ids: Sequence[int]
     completion_token_ids: tuple[int, ...]
@@ -99,7 +101,7 @@ class Turn:
     ill_formed: bool
     drift: bool
     fork: bool
-    history_keys: tuple[tuple[Any, ...], ...] = ()
+    history_keys: Sequence[tuple[Any, ...]] = ()
     reply_key: tuple[Any, ...] = ()
     completion_text: str | None = None
 
@@ -178,6 +180,8 @@ class TurnTree:
     def _render(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
                 add_generation_prompt: bool = True) -> str:
         """`renderer.render`, remembered for the last few distinct inputs of this tree."""
+        if isinstance(messages, TokenRun):
+            messages = tuple(messages)
         key = _render_key(messages, tools, add_generation_prompt)
         if key is not None and key in self._renders:
             self._renders.move_to_end(key)
@@ -202,8 +206,9 @@ class TurnTree:
             self._same_request(request, last, tools_key)
         if parent is not None:  # only the messages from the reply on are new
             request = earlier + request[last:]  # one kept copy of the history: the earlier one
-            normalised = parent.messages + tuple(normalize_messages(request[last:]))
-            keys = parent.history_keys + tuple(_keys(normalised[last:]))
+            new = normalize_messages(request[last:])
+            normalised = TokenRun.of(parent.messages).extended(new)  # the chain's buffer, no copy
+            keys = TokenRun.of(parent.history_keys).extended(_keys(new))
         else:
             normalised = tuple(normalize_messages(request))
             keys = tuple(_keys(normalised))
