@@ -520,8 +520,8 @@ def run_long(args: argparse.Namespace) -> None:
     for round_index in range(args.repeat):
         for (role, name), sessions in runs.items():
             env = {**os.environ, "PYTHONPATH": sources[name]}
-            done = subprocess.run([sys.executable, os.path.join(HERE, "_long_history.py"), role,  # +2: turns n-2..n+2 at n
-                                   "--turns", str(args.long_turns + 2), "--sessions", str(args.long_sessions)],
+            done = subprocess.run([sys.executable, os.path.join(HERE, "_long_history.py"), role,  # +12: n-12..n+12 at n
+                                   "--turns", str(args.long_turns + 12), "--sessions", str(args.long_sessions)],
                                   capture_output=True, text=True, env=env, timeout=7200)
             if done.returncode != 0:
                 raise SystemExit(f"{role} {name} failed: {done.stderr[-3000:]}")
@@ -532,11 +532,15 @@ def run_long(args: argparse.Namespace) -> None:
     print(f"CPU ms per turn, median over {args.repeat * args.long_sessions} sessions x turns n-2..n+2; "
           "serve = the gateway process (HTTP, wire parsing, turn path), path = the turn path alone "
           "(path-fresh: every message translated anew, see bench/_long_history.py):")
-    print("what                | " + " | ".join(f"turn {n:>3}" for n in marks) + f" | turn {marks[-1]}/turn {marks[0]}")
-    for (role, name), sessions in runs.items():
-        at = [statistics.median(ms for cpu in sessions for ms in cpu[max(0, n - 3):n + 2]) for n in marks]
-        print(f"{role + ' ' + name:<19} | " + " | ".join(f"{value:>8.2f}" for value in at)
-              + f" | {at[-1] / at[0]:.2f}x", flush=True)
+    for half in (2, 12):
+        if half == 12:
+            print("the same, median over turns n-12..n+12 (one period of the collector's young generations: "
+                  "a collection or a buffer growth that lands in a 5-turn window weighs less):")
+        print("what                | " + " | ".join(f"turn {n:>3}" for n in marks) + f" | turn {marks[-1]}/turn {marks[0]}")
+        for (role, name), sessions in runs.items():
+            at = [statistics.median(ms for cpu in sessions for ms in cpu[max(1, n - 1 - half):n + half]) for n in marks]
+            print(f"{role + ' ' + name:<19} | " + " | ".join(f"{value:>8.2f}" for value in at)
+                  + f" | {at[-1] / at[0]:.2f}x", flush=True)
     print(f"load average {os.getloadavg()}")
     if not args.no_linearization:
         print("trace linearization (CPU, best of 5), this checkout:")
