@@ -308,3 +308,25 @@ def test_bodies_that_are_not_taken_apart_are_parsed_whole(ending, words):
         _same(*outcomes)
     else:
         assert words in outcomes[0] and outcomes[0] == outcomes[1]
+
+
+def test_a_client_that_never_resends_the_same_bytes_is_scanned_three_times_only(monkeypatch):
+    """Key order changing with every request: no body starts with kept bytes, so after three
+    whole-body scans nobody used the session stops scanning (each costs Python-speed time), and
+    its requests still come out as a fresh session's."""
+    from agentcore_rl_harness.gateway import known_history
+
+    scans = []
+    layout = known_history._layout
+    monkeypatch.setattr(known_history, "_layout", lambda body, *rest: scans.append(rest) or layout(body, *rest))
+    session, session_scans = _session(), 0
+    for index, messages in enumerate(_conversation(11, 12)):
+        extra = {"model": "m", "temperature": 0.5, "tools": TOOLS}
+        keys = [*extra][index % 3:] + [*extra][:index % 3]  # heads of 0, 1, 2 keys in turn
+        body = json.dumps({**{key: extra[key] for key in keys[:index % 3]}, "messages": messages,
+                           **{key: extra[key] for key in keys[index % 3:]}}).encode()
+        before = len(scans)
+        got = chat_request(Context(), session, body)
+        session_scans += len(scans) - before
+        _same(got, chat_request(Context(), _session(), body))
+    assert session_scans == 3
