@@ -14,7 +14,11 @@ Roles:
           start the gateway, spawn the driver, print one JSON line of per-turn CPU (ms)
   drive   (spawned by serve) run the sessions over raw HTTP/1.1 and print per-turn CPU
   path    the same conversation through the turn path alone (`prepare_turn` + `sample_turn`:
-          render, tokenise, turn tree; no HTTP, no wire parsing), thread CPU per turn
+          render, tokenise, turn tree; no HTTP, no wire parsing), thread CPU per turn, given the
+          messages as the chat route hands them over (untimed: its known messages are the objects
+          it already holds, `gateway/known_history.py`)
+  path-fresh  the same with every message translated anew each turn (as the Anthropic and
+          Responses wires do): the turn tree compares each one with what it holds
 `serve` uses whichever `agentcore_rl_harness` is on the path, so `bench/gateway.py` can run it
 against another checkout's `src` (`--baseline-src`) in the same run.
 """
@@ -136,8 +140,10 @@ def serve(turns: int, lines: int, sessions: int) -> dict:
             "drift_events": finished[-1].metadata["drift_events"], "forks": finished[-1].metadata["forks"]}
 
 
-def turn_path(turns: int, lines: int, sessions: int) -> dict:
-    """Thread CPU ms of `prepare_turn` + `sample_turn` per turn, the wire's messages given."""
+def turn_path(turns: int, lines: int, sessions: int, *, fresh: bool = False) -> dict:
+    """Thread CPU ms of `prepare_turn` + `sample_turn` per turn, given the internal messages the
+    chat route hands over (its known messages as the objects it already holds), or with `fresh`
+    every message translated anew (as the Anthropic and Responses wires still do)."""
     import asyncio
 
     from agentcore_rl_harness.gateway import openai_wire
@@ -156,6 +162,20 @@ def turn_path(turns: int, lines: int, sessions: int) -> dict:
         async def sample(self, *, prompt_token_ids, params, on_token=None):
             return result
 
+    try:  # the chat route's translation: what it hands the turn path (untimed)
+        from agentcore_rl_harness.gateway.openai_routes import chat_request
+    except ImportError:  # a checkout from before known_history.py: it translated every message
+        chat_request = None
+
+    class Context:
+        check_history = True
+
+    def translate(session, messages):
+        if fresh or chat_request is None:
+            return openai_wire.to_internal(messages), chat_tools(TOOLS)
+        body, internal = chat_request(Context(), session, {"messages": list(messages), "tools": TOOLS})
+        return internal, chat_tools(body.tools)
+
     import gc
 
     gc.collect()
@@ -168,7 +188,7 @@ def turn_path(turns: int, lines: int, sessions: int) -> dict:
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
         cpu = []
         for turn in range(turns):
-            internal, tools = openai_wire.to_internal(messages), chat_tools(TOOLS)
+            internal, tools = translate(session, messages)
             start = time.thread_time_ns()
             prepared = prepare_turn(session=session, renderer=renderer, messages=internal, tools=tools,
                                     requested=RequestedSampling())
@@ -185,7 +205,7 @@ def turn_path(turns: int, lines: int, sessions: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("role", choices=["serve", "drive", "path"])
+    parser.add_argument("role", choices=["serve", "drive", "path", "path-fresh"])
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--lines", type=int, default=8, help="tool output lines (~37 tokens each)")
     parser.add_argument("--sessions", nargs="+", default=["3"])
@@ -196,8 +216,9 @@ def main() -> None:
     if args.role == "drive":
         session_ids = args.session_ids.split(",") if args.session_ids else args.sessions
         print(json.dumps(drive(args.base_url, args.server_pid, session_ids, args.turns, args.lines)))
-    elif args.role == "path":
-        print(json.dumps(turn_path(args.turns, args.lines, int(args.sessions[0]))), flush=True)
+    elif args.role in ("path", "path-fresh"):
+        print(json.dumps(turn_path(args.turns, args.lines, int(args.sessions[0]), fresh=args.role == "path-fresh")),
+              flush=True)
     else:
         print(json.dumps(serve(args.turns, args.lines, int(args.sessions[0]))), flush=True)
 

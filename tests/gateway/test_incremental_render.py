@@ -148,3 +148,20 @@ def test_history_is_found_again_when_the_client_reformats_it(templates):
         messages = [{**m, "content": [{"type": "text", "text": m["content"]}]} if isinstance(m["content"], str)
                     and step % 2 else m for m in messages]
         assert turn.parent == (None if step == 0 else turn.index - 1) and not turn.fork
+
+
+def test_a_chain_holds_its_history_once(templates):
+    """Turns that extend one another view one buffer of messages, keys and prompt ids (a
+    4096-turn session would otherwise hold turns x history of each)."""
+    renderer = templates["chatml_tools (bundled)"]
+    driver = Driver(renderer, TurnTree(renderer))
+    messages = [{"role": "system", "content": "You fix builds."}, {"role": "user", "content": "Fix it."}]
+    turns = []
+    for step in range(12):
+        turn, message = driver.turn(list(messages), f"step {step}", None)
+        turns.append(turn)
+        messages += [message, {"role": "user", "content": f"next {step}"}]
+    for name in ("messages", "history_keys", "prompt_token_ids"):
+        buffers = {id(getattr(turn, name)._buffer) for turn in turns[1:]}
+        assert len(buffers) == 1, name
+    assert len(turns[-1].messages) == 24 and turns[-1].messages[-1]["content"] == "next 10"

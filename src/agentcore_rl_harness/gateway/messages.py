@@ -15,6 +15,7 @@ the text as sent; `reasoning` and `tool_calls` are present only when non-empty. 
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import secrets
 from collections.abc import Mapping, Sequence
@@ -100,12 +101,16 @@ def function_tool(name: Any, description: Any, parameters: Any, *, where: str) -
     return {"type": "function", "function": function}
 
 
-def check_history(messages: Sequence[Message], *, result: str) -> None:
+def check_history(messages: Sequence[Message], *, result: str, checked: int = 0) -> None:
     """Every tool result answers a call of the assistant message right before it, once, as the
     OpenAI and Anthropic APIs require (they answer 400 otherwise); `result` names the wire's
-    tool result and its id field (e.g. "a tool_result block's tool_use_id")."""
+    tool result and its id field (e.g. "a tool_result block's tool_use_id"). `checked`: the
+    first messages passed this check before (in an earlier request); the check resumes at the
+    last non-tool message among them, where its state starts afresh."""
+    start = next((i for i in range(min(checked, len(messages)) - 1, -1, -1)
+                  if messages[i]["role"] != "tool"), 0)
     open_calls: set[str] | None = None  # unanswered call ids of the assistant message before
-    for message in messages:
+    for message in itertools.islice(messages, start, None):
         role = message["role"]
         if role == "assistant":
             open_calls = {call["id"] for call in message.get("tool_calls") or ()}

@@ -50,10 +50,11 @@ class ChatCompletionRequest(BaseModel):
         return check_shape(CHAT_SHAPE, data)
 
 
-def to_internal(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
-    """Chat messages -> internal messages (see `messages.py`)."""
+def to_internal(messages: Sequence[Mapping[str, Any]], *, start: int = 0) -> list[Message]:
+    """Chat messages -> internal messages (see `messages.py`), one per message; `start`: the
+    index of the first in the request (errors name it)."""
     internal = []
-    for index, message in enumerate(messages):
+    for index, message in enumerate(messages, start):
         where = f"messages[{index}]"
         if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
             raise WireError(f"{where} needs a string 'role'")

@@ -136,33 +136,46 @@ def _count_event(request: Request, event: str) -> None:
         return  # no usable session key: nothing to attribute the error to
 
 
-async def read_json(request: Request, limit: int) -> Any:
+async def read_json(request: Request, limit: int, *, check_depth: bool = True) -> Any:
+    """The body as JSON (`parse_json`); with `check_depth=False` the caller checks the nesting of
+    what it has not checked before (`check_nesting`)."""
+    body = await read_body(request, limit)
+    if not body:
+        return {}
+    return parse_json(body, check_depth=check_depth)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body's bytes, or a 413 past `limit`."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"request body of {declared} bytes exceeds the limit of {limit} bytes "
                             "(GatewayConfig.max_body_bytes)", code="request_too_large")
-    body = bytearray()
+    chunks, size = [], 0
     async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
             raise ApiError(413, f"request body exceeds the limit of {limit} bytes "
                                 "(GatewayConfig.max_body_bytes)", code="request_too_large")
-    if not body:
-        return {}
-    return parse_json(bytes(body))
+    return b"".join(chunks)  # one copy (none for a body that came in one chunk)
 
 
 MAX_JSON_DEPTH = 64
 
 
-def parse_json(body: bytes) -> Any:
+def parse_json(body: bytes | bytearray, *, check_depth: bool = True) -> Any:
     """A request body as JSON, or a 400: not JSON, nested deeper than `MAX_JSON_DEPTH`, or a
-    string holding a lone surrogate (`"\\ud800"`, valid JSON that no tokenizer can encode)."""
+    string holding a lone surrogate (`"\\ud800"`, valid JSON that no tokenizer can encode).
+    `check_depth=False`: the nesting is left to the caller (`check_nesting`), except for a body
+    only the standard parser reads, which is checked here in full."""
     if orjson is not None:
         try:  # orjson refuses lone surrogates itself
-            return _shallow(orjson.loads(body), check_text=False)
+            value = orjson.loads(body)
         except orjson.JSONDecodeError:
             pass  # the standard parser decides (it accepts NaN and big ints) and words the error
+        else:
+            return check_nesting(value) if check_depth else value
     try:
         value = json.loads(body)
     except RecursionError as exc:
@@ -170,6 +183,11 @@ def parse_json(body: bytes) -> Any:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"request body is not valid JSON: {exc}") from exc
     return _shallow(value, check_text=True)
+
+
+def check_nesting(value: Any) -> Any:
+    """`value` (parsed by orjson), or a 400 when it is nested deeper than `MAX_JSON_DEPTH`."""
+    return _shallow(value, check_text=False)
 
 
 def _shallow(value: Any, *, check_text: bool) -> Any:

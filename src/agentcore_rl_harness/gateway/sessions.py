@@ -32,6 +32,7 @@ from typing import Any
 from ..errors import ConfigError, HarnessError
 from ..records import HistoryMode, SampleResult, SamplingParams, SessionLimits, Trace, Usage
 from .forcing import ScriptError, normalize_script
+from .known_history import KnownHistory
 from .recent_keys import RecentKeys
 from .rendering import Message, ParsedReply, Renderer
 from .trajectory import PromptPlan, Turn, TurnTree, chain_metadata
@@ -112,6 +113,7 @@ class Session:
         self._overrides: dict[str, int] = {}
         self._events: dict[str, int] = {}
         self._responses: dict[str, tuple[dict[str, Any], ...]] = {}
+        self.known_history = KnownHistory()  # what the wires already checked (known_history.py)
         self._turns_started = 0
         self._in_flight = 0
         self._limits_hit: set[str] = set()
@@ -233,6 +235,7 @@ class Session:
             self._check_open()
             self._closed = True
             self._responses.clear()
+            self.known_history.clear()
             if reaped is not None:
                 self._limits_hit.add(reaped)
             turns = self._tree.turns

@@ -6,6 +6,7 @@ session (about 400 MB for a 1000-turn, 100k-token session). A `TokenRun` is the 
 ids of an append-only list: extending the latest turn of a chain appends the new ids in place;
 extending any other turn (a fork, a retried request) copies once, so no run ever sees ids
 change. It reads like a tuple (len, index, slice, iteration, ==, +); samplers iterate it.
+The turn tree keeps a chain's normalised messages and their keys the same way (any items).
 """
 
 from __future__ import annotations

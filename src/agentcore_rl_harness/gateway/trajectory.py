@@ -55,6 +55,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import OrderedDict
+from itertools import chain as _chain, repeat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,14 +72,16 @@ from .tokens import TokenRun
 class PromptPlan:
     """The prompt for one request and where it attaches in the tree (before sampling).
     `history_keys` and `request` (the messages as they arrived) are kept for matching later
-    requests; empty means "compute them from `messages`" and "not kept"."""
+    requests; empty means "compute them from `messages`" and "not kept". Like the prompt ids,
+    `messages` and `history_keys` of a turn that extends another are views of a buffer the chain
+    shares (`TokenRun`): a session holds its history once, not once per turn."""
 
     prompt_token_ids: Sequence[int]
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
     tools_key: str
     parent: int | None
     drift: bool
-    history_keys: tuple[tuple[Any, ...], ...] = ()
+    history_keys: Sequence[tuple[Any, ...]] = ()
     request: tuple[Mapping[str, Any], ...] = ()
 
 
@@ -86,7 +89,7 @@ class PromptPlan:
 class Turn:
     index: int
     parent: int | None
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
     tools_key: str
     prompt_token_ids: Sequence[int]
     completion_token_ids: tuple[int, ...]
@@ -98,7 +101,7 @@ class Turn:
     ill_formed: bool
     drift: bool
     fork: bool
-    history_keys: tuple[tuple[Any, ...], ...] = ()
+    history_keys: Sequence[tuple[Any, ...]] = ()
     reply_key: tuple[Any, ...] = ()
     completion_text: str | None = None
 
@@ -177,6 +180,8 @@ class TurnTree:
     def _render(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
                 add_generation_prompt: bool = True) -> str:
         """`renderer.render`, remembered for the last few distinct inputs of this tree."""
+        if isinstance(messages, TokenRun):
+            messages = tuple(messages)
         key = _render_key(messages, tools, add_generation_prompt)
         if key is not None and key in self._renders:
             self._renders.move_to_end(key)
@@ -197,10 +202,13 @@ class TurnTree:
         tools_key = _tools_key(tools)
         request = tuple(messages)
         last = next((i for i in range(len(request) - 1, -1, -1) if _role(request[i]) == "assistant"), None)
-        parent = None if last is None or not self.incremental else self._same_request(request, last, tools_key)
+        parent, earlier = (None, ()) if last is None or not self.incremental else \
+            self._same_request(request, last, tools_key)
         if parent is not None:  # only the messages from the reply on are new
-            normalised = parent.messages + tuple(normalize_messages(request[last:]))
-            keys = parent.history_keys + tuple(_keys(normalised[last:]))
+            request = earlier + request[last:]  # one kept copy of the history: the earlier one
+            new = normalize_messages(request[last:])
+            normalised = TokenRun.of(parent.messages).extended(new)  # the chain's buffer, no copy
+            keys = TokenRun.of(parent.history_keys).extended(_keys(new))
         else:
             normalised = tuple(normalize_messages(request))
             keys = tuple(_keys(normalised))
@@ -222,17 +230,20 @@ class TurnTree:
         prompt = TokenRun.of(self._renderer.encode(self._render(normalised, tools)))
         return plan(prompt, parent=None, drift=parent is not None)
 
-    def _same_request(self, request: tuple[Mapping[str, Any], ...], last: int, tools_key: str) -> Turn | None:
+    def _same_request(self, request: tuple[Mapping[str, Any], ...], last: int,
+                      tools_key: str) -> tuple[Turn | None, tuple[Mapping[str, Any], ...]]:
         """A recent turn whose request, as it arrived, is `request[:last]` and whose reply is
-        `request[last]`, or None (then `_find_parent` compares normalised keys)."""
+        `request[last]`, and that request; or (None, ()) (then `_find_parent` compares
+        normalised keys). One C-level comparison, fastest when the wire handed the messages it
+        already knows over as the same objects (`known_history.py`)."""
         reply_key = None
         for index, earlier in reversed(self._requests.items()):
             turn = self._turns[index]
             if len(earlier) == last and turn.tools_key == tools_key and earlier == request[:last]:
                 reply_key = reply_key or message_key(normalize_message(request[last]))
                 if turn.reply_key == reply_key:
-                    return turn
-        return None
+                    return turn, earlier
+        return None, ()
 
     def _find_parent(self, keys: tuple[tuple[Any, ...], ...], last: int, tools_key: str) -> Turn | None:
         reply_key, history = keys[last], keys[:last]
@@ -355,21 +366,22 @@ class TurnTree:
 
     def _linearize(self, chain: list[Turn], trained: set[int]) -> Trace:
         leaf, prompt_length = chain[-1], len(chain[0].prompt_token_ids)
-        token_ids = leaf.prompt_token_ids + leaf.completion_token_ids
-        size = len(token_ids) - prompt_length
-        loss_mask, logprobs = [0] * size, [None] * size
+        token_ids = (*leaf.prompt_token_ids, *leaf.completion_token_ids)
+        masks, logprobs, position = [], [], prompt_length  # runs, joined once (one pass, no copies)
         for turn in chain:
-            start = len(turn.prompt_token_ids) - prompt_length
-            mask = 0 if turn.index in trained else 1
+            gap, sampled = len(turn.prompt_token_ids) - position, len(turn.logprobs)
+            masks += (repeat(0, gap), repeat(0 if turn.index in trained else 1, sampled))
+            logprobs += (repeat(None, gap), turn.logprobs)
             trained.add(turn.index)
-            end = start + len(turn.logprobs)
-            loss_mask[start:end] = [mask] * len(turn.logprobs)
-            logprobs[start:end] = turn.logprobs
+            position += gap + sampled
         return Trace(
-            token_ids=token_ids, prompt_length=prompt_length, loss_mask=tuple(loss_mask),
-            logprobs=tuple(logprobs), finish_reason=leaf.finish_reason,
+            token_ids=token_ids, prompt_length=prompt_length, loss_mask=tuple(chain_runs(masks)),
+            logprobs=tuple(chain_runs(logprobs)), finish_reason=leaf.finish_reason,
             metadata=chain_metadata(chain),
         )
+
+
+chain_runs = _chain.from_iterable
 
 
 def chain_metadata(turns: Sequence[Turn]) -> dict[str, Any]:
