@@ -87,9 +87,9 @@ def test_the_spam_agent_scores_zero_through_pytest(pytester, tiny_model_dir):
         "--agentcore-rl-out", str(out), timeout=600,
     )
     assert result.ret == 0, result.stdout.str()[-3000:]
-    result.assert_outcomes(failed=3)
+    result.assert_outcomes(failed=4)
     records = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
-    assert {r["task"] for r in records} == {f"test_office_level{level}" for level in (1, 2, 3)}
+    assert {r["task"] for r in records} == {f"test_office_level{level}" for level in (1, 2, 3, "1m")}
     for record in records:
         assert record["status"] == "task_failed" and record["reward"] == 0.0 and record["success"] is False
         # it claimed success and a reward: kept as the agent's own, never the task's
