@@ -1,8 +1,10 @@
-"""Reproduce the headline RL lift from scratch: `pytest --agentcore-rl run tasks` in a fresh run
-directory with the shipped configs (SmolLM2-135M-Instruct, local runtime, in-process sampler,
-embedded GRPO trainer), then print pre, post, delta, the paired p-value, wall time and peak RSS.
+"""Reproduce an RL lift from scratch: one `pytest --agentcore-rl run` in a fresh run directory
+(default: the bundled `tasks/` with the shipped configs; `--office` the office pack's level 1m
+with `tasks/office/configs/lift.yaml`), then print the command, pre / warm-up / post success,
+each paired delta with its p-value, tool calls per successful episode, wall time, peak RSS and
+the load average seen while it ran.
 
-    HF_HUB_OFFLINE=1 python bench/rl_lift.py [--out DIR] [extra --agentcore-rl-set overrides]
+    HF_HUB_OFFLINE=1 python bench/rl_lift.py [--office] [--out DIR] [extra --agentcore-rl-set overrides]
 """
 
 from __future__ import annotations
@@ -11,29 +13,67 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+OFFICE = ["tasks/office", "-k", "level1m", "--agentcore-rl-config", "tasks/office/configs/lift.yaml"]
+
+
+def sample_load(stop: threading.Event, seen: list[float], every_s: float = 15.0) -> None:
+    while True:
+        seen.append(os.getloadavg()[0])
+        if stop.wait(every_s):
+            return
+
+
+def tool_calls_per_success(run_dir: Path) -> dict[str, tuple[float, int]]:
+    """phase -> (mean tool calls of its successful episodes, how many), from rollouts.jsonl."""
+    calls: dict[str, list[int]] = {}
+    for line in (run_dir / "rollouts.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if not record.get("success") or record["phase"] not in ("pre", "warmup", "post", "eval"):
+            continue
+        made = (record.get("result") or {}).get("tool_calls")
+        count = len(made) if isinstance(made, list) else made
+        if isinstance(count, int):
+            calls.setdefault(record["phase"], []).append(count)
+    return {phase: (sum(v) / len(v), len(v)) for phase, v in calls.items()}
+
+
+def print_delta(label: str, delta: dict, before: str, after: str) -> None:
+    print(f"{label:<24}{delta['pre']:.3f} -> {delta['post']:.3f}  ({before} -> {after}, "
+          f"{delta['pairs']} pairs): {100 * delta['delta']:+.1f} pp, {delta['improved']} improved, "
+          f"{delta['regressed']} regressed, McNemar p = {delta['p_value']:.2g}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="run directory (default: a temp dir)")
+    parser.add_argument("--office", action="store_true", help="the office pack's level 1m (lift.yaml)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. trainer.steps=8")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="rl-lift-")) / "run"
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--agentcore-rl",
-               "run", "tasks", "--agentcore-rl-out", str(out)]
+               "run", *(OFFICE if args.office else ["tasks"]), "--agentcore-rl-out", str(out)]
     for override in args.overrides:
         command += ["--agentcore-rl-set", override]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    print(f"command         {shlex.join(command)}", flush=True)
+    loads: list[float] = []
+    stop = threading.Event()
+    sampler = threading.Thread(target=sample_load, args=(stop, loads), daemon=True)
+    sampler.start()
     started = time.monotonic()
     completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     wall = time.monotonic() - started
+    stop.set()
+    sampler.join()
     peak_rss_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2
     report_path = out / "report.json"
     if completed.returncode != 0 or not report_path.is_file():
@@ -45,13 +85,20 @@ def main() -> int:
     steps = [s["reward_mean"] for s in report.get("train") or []]
     print(f"run directory   {out}")
     print(f"pre success     {delta['pre']:.3f}  ({delta['pairs']} paired rollouts)")
+    if report.get("warmup_delta") and report.get("rl_delta"):
+        print(f"warm-up success {report['rl_delta']['overall']['pre']:.3f}")
     print(f"post success    {delta['post']:.3f}")
-    print(f"delta           {100 * delta['delta']:+.1f} pp  ({delta['improved']} improved, "
-          f"{delta['regressed']} regressed)")
-    print(f"McNemar p       {delta['p_value']:.2g}")
+    print_delta("delta (pre -> post)", delta, "pre", "post")
+    if report.get("warmup_delta") and report.get("rl_delta"):
+        print_delta("warm-up's delta", report["warmup_delta"]["overall"], "pre", "warm-up")
+        print_delta("RL's delta", report["rl_delta"]["overall"], "warm-up", "post")
     print(f"reward / step   {', '.join(f'{r:.2f}' for r in steps if r is not None)}")
+    for phase, (mean, count) in sorted(tool_calls_per_success(out).items()):
+        print(f"tool calls      {mean:.2f} per successful episode in phase {phase} ({count} episodes)")
     print(f"wall time       {wall / 60:.1f} min")
     print(f"peak RSS        {peak_rss_gb:.2f} GB (largest process: the pytest/trainer process)")
+    print(f"load average    1-min mean {sum(loads) / len(loads):.2f}, max {max(loads):.2f} "
+          f"(sampled every 15 s while it ran; {os.cpu_count()} cores)")
     return 0
 
 

@@ -281,16 +281,28 @@ def example_turns() -> list[Any]:
 # --- the graph --------------------------------------------------------------------------------
 
 
-def build_graph(model: Any) -> Any:
+def offered_tools(names: list[str] | None) -> list[Any]:
+    """The tools a task offers (`payload["tools"]`, names; default all six): a task that needs
+    one app can offer only its tools, which keeps the prompt short."""
+    if names is None:
+        return list(TOOLS)
+    known = {tool.name: tool for tool in TOOLS}
+    unknown = sorted(set(names) - set(known))
+    if unknown or not names:
+        raise ValueError(f"payload tools must be a non-empty subset of {sorted(known)}, got {names!r}")
+    return [tool for tool in TOOLS if tool.name in names]
+
+
+def build_graph(model: Any, tools: list[Any] = TOOLS) -> Any:
     """The ReAct loop as LangGraph users write it: a model node, a ToolNode, tools_condition."""
-    bound = model.bind_tools(TOOLS)
+    bound = model.bind_tools(tools)
 
     def call_model(state: MessagesState) -> dict[str, list[Any]]:
         return {"messages": [bound.invoke(state["messages"])]}
 
     graph = StateGraph(MessagesState)
     graph.add_node("model", call_model)
-    graph.add_node("tools", ToolNode(TOOLS))
+    graph.add_node("tools", ToolNode(tools))
     graph.add_edge(START, "model")
     graph.add_conditional_edges("model", tools_condition, {"tools": "tools", END: END})
     graph.add_edge("tools", "model")
@@ -311,13 +323,14 @@ def summarize(messages: list[Any], stopped: str | None) -> dict[str, Any]:
 @app.entrypoint
 def invoke(payload: dict[str, Any]) -> dict[str, Any]:
     rollout = payload["_rollout"]
+    tools = offered_tools(payload.get("tools"))
     seed(payload.get("files") or {}, payload.get("tables") or {})
     model = ChatOpenAI(
         base_url=rollout["base_url"], api_key=rollout["api_key"], model=rollout["model_id"],
         max_tokens=MAX_TOKENS, max_retries=0, timeout=MODEL_TIMEOUT_S,
     )
     start = [SystemMessage(SYSTEM_PROMPT), *example_turns(), HumanMessage(payload["task"])]
-    graph = build_graph(model)
+    graph = build_graph(model, tools)
     messages: list[Any] = start
     stopped = None
     try:

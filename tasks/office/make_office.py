@@ -350,6 +350,20 @@ LEVELS = {
 }
 
 
+# Level 1m (the RL-lift level): level 1's mail forwarding alone, its agent offered only the three
+# tools it needs (`tools`), so a prompt is ~half of level 1's. Success still needs three calls over
+# three tools: `ls` (the mail's file name is random), `read` (the code is random), `send_email`.
+FORWARD = {"train": 60, "test": 40}
+FORWARD_TOOLS = ["ls", "read", "send_email"]
+
+
+def make_forward_rows(seed: int = 1) -> list[dict]:
+    rng = random.Random(seed)
+    return [{"id": f"office-l1m-{split}-{index:02d}", "split": split, "level": "1m", "template": "mail_forward",
+             "username": "me", "date": "2024-05-01", "tools": FORWARD_TOOLS, **mail_forward(rng)}
+            for split, count in FORWARD.items() for index in range(count)]
+
+
 def make_rows(seed: int = 0) -> list[dict]:
     rng = random.Random(seed)
     rows = []
@@ -369,6 +383,9 @@ def main() -> None:
     rows = make_rows()
     for path in write_level_files(rows, LEVELS, lambda level: OUTPUT / f"office-l{level}.jsonl"):
         print(f"wrote {path}")
+    path = OUTPUT / "office-l1m.jsonl"
+    path.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in make_forward_rows()), encoding="utf-8")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

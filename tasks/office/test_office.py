@@ -5,7 +5,8 @@ needs one, two or three apps (one task per level: `test_office_level1` .. `level
 (`agent.py`, LangGraph) works on those files in its own sandbox; the test reads the session's
 final files through the `sandbox` fixture and checks the end state (`office_checks.py`):
 `rollout.reward` is the share of checks passed (0 when a guard fails), success is every check.
-`agent=oracle` plays the row's `script` through the real agent. Regenerate the data with
+`agent=oracle` plays the row's `script` through the real agent. Level 1m is level 1's mail
+forwarding with only its three tools offered: the pack's RL-lift level. Regenerate the data with
 `python tasks/office/make_office.py`.
 """
 
@@ -15,8 +16,12 @@ import agentcore_rl_harness as arl
 
 
 def payload(row):
-    """What the agent gets: the instruction and the files to start from."""
-    return {"task": row["task"], "files": row["files"], "tables": row["tables"]}
+    """What the agent gets: the instruction, the files to start from and, where the row names
+    them, the tools it offers (level 1m)."""
+    sent = {"task": row["task"], "files": row["files"], "tables": row["tables"]}
+    if row.get("tools"):
+        sent["tools"] = row["tools"]
+    return sent
 
 
 def oracle(row):
@@ -45,3 +50,6 @@ def office_task(level):
 test_office_level1 = office_task(1)
 test_office_level2 = office_task(2)
 test_office_level3 = office_task(3)
+# Level 1m, the RL-lift level: level 1's mail forwarding with only its three tools offered
+# (`tasks/office/configs/lift.yaml`; README: "An RL lift on a multi-step task").
+test_office_level1m = office_task("1m")

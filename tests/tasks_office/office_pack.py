@@ -33,7 +33,7 @@ def load(name: str) -> Any:
     return module
 
 
-def rows(level: int) -> list[dict[str, Any]]:
+def rows(level: int | str) -> list[dict[str, Any]]:
     path = PACK / "data" / f"office-l{level}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -81,3 +81,42 @@ class ScriptPlayer:
         turns = self.scripts[task]
         turn = turns(index) if callable(turns) else turns[index]
         return turn_text(self.renderer, turn)
+
+
+def task_spec_of(level: int | str) -> Any:
+    """The harness's spec of the pack's task for `level` (1, 2, 3 or "1m")."""
+    from agentcore_rl_harness.tasks import task_spec
+
+    return task_spec(getattr(load("test_office"), f"test_office_level{level}"))
+
+
+def run_cases(renderer: Any, cases_and_turns: Sequence[tuple[dict[str, Any], Turns]], *overrides: str) -> list:
+    """Roll each (row, turns) out through a harness over a ScriptPlayer; score it as the harness
+    scores rollouts itself (the sandbox comes from the episode). -> [(rollout, episode)]."""
+    from agentcore_rl_harness.config import compose_config
+    from agentcore_rl_harness.run.cases import Case
+    from agentcore_rl_harness.run.compose import Harness
+    from agentcore_rl_harness.run.scoring import Scorer
+    from agentcore_rl_harness.samplers.scripted import ScriptedSampler
+
+    config = compose_config(["model=tiny", "report.progress=off", "runtime.concurrency=4",
+                             "eval.timeout_s=240", *overrides]).typed
+    player = ScriptPlayer(renderer, {row["task"]: turns for row, turns in cases_and_turns})
+    harness = Harness(config, sampler=ScriptedSampler(player, encode=renderer.encode), renderer=renderer,
+                      model_id="tiny")
+    try:
+        harness.start()
+        cases = [Case(spec=task_spec_of(row["level"]), row=row, sample_index=0, phase="eval")
+                 for row, _ in cases_and_turns]
+        futures = [harness.submit(case) for case in cases]
+        scorer = Scorer(run_id="office", call=harness.call, fixtures=harness.offline_fixtures)
+        results = []
+        for case, future in zip(cases, futures):
+            episode = future.result(timeout=600)
+            try:
+                results.append((scorer.score(case, episode), episode))
+            finally:
+                harness.loop.run(episode.held.release(), timeout=60)
+        return results
+    finally:
+        harness.close()
