@@ -7,12 +7,21 @@ stop and join on `stop()`. uvicorn is imported when a server starts.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 import time
 from typing import Any
 
 from .errors import HarnessError
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address or a name, brackets allowed) only reaches this machine."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host in ("localhost", "localhost.localdomain") or host.endswith(".localhost")
 
 
 def url_host(host: str) -> str:

@@ -19,7 +19,6 @@ A reaper thread closes sessions past their idle TTL or lifetime every `reap_inte
 from __future__ import annotations
 
 import gc
-import ipaddress
 import secrets
 import ssl
 import threading
@@ -30,7 +29,7 @@ from types import TracebackType
 
 from ..errors import HarnessError
 from ..records import SamplingParams, SessionLimits
-from ..serving import ThreadedServer, bind_socket, url_host
+from ..serving import ThreadedServer, bind_socket, is_loopback, url_host
 from .app import create_app
 from .rendering import Renderer
 from .sampling import SamplingBackend
@@ -194,14 +193,6 @@ class GatewayServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.stop()
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` (an address or a name) only reaches this machine."""
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return host in ("localhost", "localhost.localdomain") or host.endswith(".localhost")
 
 
 def _tls_files(config: GatewayConfig) -> dict[str, str]:

@@ -14,26 +14,15 @@ the GCS.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import sys
 from typing import Any
 
 from ..errors import MissingDependencyError, RuntimeStartError
+from ..serving import is_loopback
 
 SINGLE_NODE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 DASHBOARD_DEFAULT = False
-
-
-def is_loopback(host: str) -> bool:
-    """True for localhost and any 127.0.0.0/8 or ::1 address (brackets allowed)."""
-    host = host.strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def address_host(address: str) -> str:
