@@ -47,6 +47,7 @@ from typing import Any
 
 from ..errors import MissingDependencyError, SamplingError
 from ..gateway.sampling import TokenCallback, deprecated_alias
+from ..heap import start_heap_trimmer
 from ..records import FinishReason, SampleResult, SamplingParams
 
 try:
@@ -185,6 +186,7 @@ class HFLocalSampler:
         self._forward_spec: tuple[Any, str, dict[str, Any]] | None = None
         self._worker = threading.Thread(target=self._run, name="hf-local-sampler", daemon=True)
         self._worker.start()
+        start_heap_trimmer()  # KV rows of changing sizes otherwise fragment glibc's heap (heap.py)
 
     @classmethod
     def from_path(cls, path: str | os.PathLike[str], dtype: str = "float32", **kwargs: Any) -> "HFLocalSampler":
@@ -276,7 +278,9 @@ class HFLocalSampler:
         with self.lock, torch.no_grad():
             model = self.model
             ids = torch.tensor([prompt + completion], device=getattr(model, "device", None))
-            logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1]
+            keep = len(completion) + 1  # the vocabulary logits of the completion's positions only
+            extra = {"logits_to_keep": keep} if cache_arguments(model)[1] else {}
+            logits = model(input_ids=ids, use_cache=False, **extra).logits[0, -keep:-1]
             targets = ids[0, len(prompt):].unsqueeze(-1)
             return tuple(tempered_logprobs(logits, temperature).gather(-1, targets).squeeze(-1).tolist())
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError
+from ..heap import start_heap_trimmer
 from ..records import Trace
 from . import _prefix, checkpoint, sft
 from .base import StepMetrics, TrainGroup
@@ -173,6 +174,7 @@ class LocalTrainer:
         self.sft_steps = 0
         self.policy_version = 0
         self._busy = threading.Lock()
+        start_heap_trimmer()  # step-sized logits and activations otherwise fragment the heap
         if sampler is not None:
             sampler.publish_weights(self.policy_model, policy_version=self.policy_version)
 
