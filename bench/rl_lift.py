@@ -70,15 +70,14 @@ def main() -> int:
     sampler = threading.Thread(target=sample_load, args=(stop, loads), daemon=True)
     sampler.start()
     started = time.monotonic()
-    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    completed = subprocess.run(command, cwd=ROOT, env=env)  # its progress lines show as it runs
     wall = time.monotonic() - started
     stop.set()
     sampler.join()
     peak_rss_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2
     report_path = out / "report.json"
     if completed.returncode != 0 or not report_path.is_file():
-        print(completed.stdout[-4000:], completed.stderr[-4000:], sep="\n")
-        print(f"run failed with exit code {completed.returncode}")
+        print(f"run failed with exit code {completed.returncode} (its output is above)")
         return 1
     report = json.loads(report_path.read_text())
     delta = report["delta"]["overall"]
