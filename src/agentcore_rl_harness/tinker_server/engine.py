@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..heap import start_heap_trimmer
 from .checkpoints import CheckpointPath, CheckpointStore, LoraSpec, check_name
 from .errors import BadRequest, NotFound
 from .generate import SampleSpec, sample
@@ -82,6 +83,7 @@ class Engine:
         self.samplers: dict[str, Sampler] = {}
         self._sampler_counter = itertools.count()
         self.context_length = int(getattr(self.base.config, "max_position_embeddings", 0) or 0)
+        start_heap_trimmer()  # a long-lived server of varying-size tensors (heap.py)
         parameters = sum(p.numel() for p in self.base.parameters())
         log.info("model %s loaded from %s (%.1fM parameters) in %.1f s", model_name, self.model_path,
                  parameters / 1e6, time.monotonic() - started)
