@@ -10,7 +10,7 @@ and the default trimmer (`agentcore_rl_harness/heap.py`). Printed per round: RSS
 prefix cache's tokens, wall time; then the ratios trimmed / baseline of final RSS, peak RSS and
 wall time, and the load average.
 
-    HF_HUB_OFFLINE=1 python bench/memory.py [--sessions 16] [--turns 6] [--rounds 2]
+    HF_HUB_OFFLINE=1 python bench/memory.py [--sessions 16] [--turns 6] [--rounds 2] [--interval 10]
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=16)
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--interval", type=float, default=10.0, help="the trimmed run's AGENTCORE_RL_MALLOC_TRIM_S")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -90,7 +91,7 @@ def main() -> int:
         return 0
     print(f"{args.sessions} sessions x {args.turns} turns x {args.rounds} rounds, load {os.getloadavg()[0]:.1f}")
     baseline = run_child(args, "0")
-    trimmed = run_child(args, "2")
+    trimmed = run_child(args, f"{args.interval:g}")
     last_b, last_t = baseline[-1], trimmed[-1]
     wall_b = sum(row["wall_s"] for row in baseline)
     wall_t = sum(row["wall_s"] for row in trimmed)

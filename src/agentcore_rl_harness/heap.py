@@ -3,9 +3,12 @@
 torch allocates CPU tensors with malloc. A sampler's KV rows and a trainer's logits come and go in
 sizes that change every step (prompts grow, rows join and leave), and glibc keeps most of what is
 freed inside its arenas instead of returning it: a multi-turn run's process grows far past what it
-holds. Measured on this project's probe (16 sessions x 6 turns of SmolLM2-135M, a 600-token shared
-prefix, 32k-token prefix cache): 7.9-8.8 GiB RSS without trimming, 3.8-3.9 GiB with a trim every
-2 s, at the same speed (`bench/memory.py`).
+holds. `bench/memory.py` (16 sessions x 6 turns of SmolLM2-135M, a 600-token shared prefix, a
+32k-token prefix cache, 2 rounds), measured 2026-12-02: final RSS 8.1-8.2 GiB without trimming,
+4.0 GiB with a trim every 10 s (0.50x) or every 2 s (0.50x); the peak inside a round 0.92x (a
+round's prefill bursts come before any trim); wall time 1.10x (10 s) and 1.16x (2 s), the price
+of faulting returned pages back in. Without it the office lift run grew to 22 GB and was killed;
+with a trim every 2 s the same recipe peaked at 7.0 GB.
 
 `start_heap_trimmer` starts one daemon thread per process that calls `malloc_trim(0)` every
 `interval_s` seconds (`AGENTCORE_RL_MALLOC_TRIM_S` overrides it; 0 turns it off). Where the C
@@ -21,7 +24,7 @@ import threading
 import time
 
 ENV = "AGENTCORE_RL_MALLOC_TRIM_S"
-DEFAULT_INTERVAL_S = 2.0
+DEFAULT_INTERVAL_S = 10.0
 
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
