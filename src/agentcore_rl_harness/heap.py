@@ -18,7 +18,6 @@ library is not glibc it does nothing and says so by returning False.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import threading
 import time
@@ -32,8 +31,7 @@ _thread: threading.Thread | None = None
 
 def _malloc_trim():
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
+        trim = ctypes.CDLL(None).malloc_trim  # the process's own C library: no ldconfig run
     except (OSError, AttributeError):
         return None
     trim.argtypes = [ctypes.c_size_t]

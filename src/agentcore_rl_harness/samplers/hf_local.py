@@ -279,7 +279,7 @@ class HFLocalSampler:
             model = self.model
             ids = torch.tensor([prompt + completion], device=getattr(model, "device", None))
             keep = len(completion) + 1  # the vocabulary logits of the completion's positions only
-            extra = {"logits_to_keep": keep} if cache_arguments(model)[1] else {}
+            extra = {"logits_to_keep": keep} if self._forward_arguments(model)[1] else {}
             logits = model(input_ids=ids, use_cache=False, **extra).logits[0, -keep:-1]
             targets = ids[0, len(prompt):].unsqueeze(-1)
             return tuple(tempered_logprobs(logits, temperature).gather(-1, targets).squeeze(-1).tolist())
@@ -391,11 +391,15 @@ class HFLocalSampler:
             return None
         return batch
 
-    def _forward(self, **inputs: Any) -> torch.Tensor:
-        model = self.model
+    def _forward_arguments(self, model: Any) -> tuple[str, dict[str, Any]]:
+        """`cache_arguments(model)`, inspected once per model."""
         if self._forward_spec is None or self._forward_spec[0] is not model:
             self._forward_spec = (model, *cache_arguments(model))
-        _, cache_arg, extra = self._forward_spec
+        return self._forward_spec[1], self._forward_spec[2]
+
+    def _forward(self, **inputs: Any) -> torch.Tensor:
+        model = self.model
+        cache_arg, extra = self._forward_arguments(model)
         cache = inputs.pop("cache")
         output = model(**inputs, use_cache=True, **{cache_arg: cache}, **extra)
         self.forward_calls += 1
