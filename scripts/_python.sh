@@ -64,3 +64,12 @@ PY
   esac
   export PY
 }
+
+# pick_python quietly, then put that environment's console scripts (agentcore-rl, ...) first on
+# PATH, as an activated venv would: a project .venv made by the set-up is not activated in the
+# caller's shell.
+use_python() {
+  pick_python "$1" >/dev/null || return 1
+  PATH="$(dirname "$(command -v "$PY")"):$PATH"
+  export PATH
+}

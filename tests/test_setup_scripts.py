@@ -102,3 +102,18 @@ def test_setup_refuses_an_unknown_profile():
     result = subprocess.run(["bash", str(ROOT / "scripts" / "setup"), "everything"], capture_output=True, text=True)
     assert result.returncode == 2
     assert "usage: bash scripts/setup [main|test]" in result.stderr
+
+
+def test_use_python_puts_the_project_venv_first_on_path(tmp_path):
+    """scripts/test and scripts/main-job run the project's console scripts (agentcore-rl) from the
+    set-up's .venv even though no venv is activated in their shell."""
+    project = tmp_path / "project"
+    make_venv(project / ".venv")
+    script = f'source "{ROOT}/scripts/_python.sh" && use_python "{project}" && command -v python && echo "PY=$PY"'
+    clean = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHON", "CONDA_PREFIX")}
+    result = subprocess.run(["bash", "-c", script], env=clean, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, last = result.stdout.strip().splitlines()[-2:]
+    assert first == str(project / ".venv" / "bin" / "python")
+    assert last == f"PY={project / '.venv' / 'bin' / 'python'}"
+    assert "installing into" not in result.stdout  # quiet: the set-up already said where
