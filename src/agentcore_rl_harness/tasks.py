@@ -172,14 +172,16 @@ def load_rows(spec: TaskSpec, split: str) -> list[dict[str, Any]]:
 def write_level_files(rows: Sequence[dict[str, Any]], levels: Iterable[Any],
                       path_for: Callable[[Any], Path]) -> list[Path]:
     """A pack generator's output: each level's rows, in order, to `path_for(level)`, one JSON
-    object a line with sorted keys, so a seeded generator rewrites its files byte for byte."""
+    object a line in the order the generator built it (a script's tool-call arguments stay in the
+    tool's own order, which demonstrations teach), so a seeded generator rewrites its files byte
+    for byte."""
     paths = []
     for level in levels:
         path = path_for(level)
         with path.open("w", encoding="utf-8") as out:
             for row in rows:
                 if row["level"] == level:
-                    out.write(json.dumps(row, sort_keys=True) + "\n")
+                    out.write(json.dumps(row) + "\n")
         paths.append(path)
     return paths
 

@@ -13,6 +13,7 @@ then the action), 2 = two apps, 3 = three apps.
 
 from __future__ import annotations
 
+import json
 import random
 from email.message import EmailMessage
 from pathlib import Path
@@ -384,7 +385,7 @@ def main() -> None:
     for path in write_level_files(rows, LEVELS, lambda level: OUTPUT / f"office-l{level}.jsonl"):
         print(f"wrote {path}")
     path = OUTPUT / "office-l1m.jsonl"
-    path.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in make_forward_rows()), encoding="utf-8")
+    path.write_text("".join(json.dumps(row) + "\n" for row in make_forward_rows()), encoding="utf-8")
     print(f"wrote {path}")
 
 

@@ -18,10 +18,24 @@ ALL_ROWS = [row for level in (1, 2, 3) for row in rows(level)]
 def test_the_committed_data_is_what_the_seeded_generator_makes():
     made = make.make_rows()
     for level in (1, 2, 3):
-        expected = "".join(json.dumps(r, sort_keys=True) + "\n" for r in made if r["level"] == level)
+        expected = "".join(json.dumps(r) + "\n" for r in made if r["level"] == level)
         assert (PACK / "data" / f"office-l{level}.jsonl").read_text() == expected, (
             "run python tasks/office/make_office.py")
+    expected = "".join(json.dumps(r) + "\n" for r in make.make_forward_rows())
+    assert (PACK / "data" / "office-l1m.jsonl").read_text() == expected, "run python tasks/office/make_office.py"
     assert make.make_rows(seed=1) != made
+
+
+def test_script_arguments_come_in_the_tools_own_order():
+    """A demonstration teaches the argument order it shows: the worked example in the prompt and
+    the tool's schema say send_email(to, subject, body), so the oracle's turns must too (sorted
+    keys had taught body, subject, to)."""
+    order = {tool.name: list(tool.args) for tool in agent.TOOLS}
+    for row in ALL_ROWS + rows("1m"):
+        for turn in row["script"]:
+            for call in turn.get("tool_calls", []):
+                names = list(call["arguments"])
+                assert names == [name for name in order[call["name"]] if name in names], (row["id"], call)
 
 
 def test_at_least_150_rows_with_train_and_test_splits_per_level():
