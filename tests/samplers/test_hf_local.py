@@ -558,3 +558,24 @@ def test_score_gives_the_logprobs_a_sample_recorded(sampler):
     assert scored == pytest.approx(sampled.logprobs, abs=1e-4)
     with pytest.raises(SamplingError, match="non-empty prompt and completion"):
         asyncio.run(sampler.score(prompt_token_ids=prompt, completion_token_ids=[]))
+
+
+def test_score_reuses_the_cached_conversation_and_matches_a_plain_forward_pass(model):
+    """Teacher-forced turns of one conversation: the second score computes only what the first did
+    not (its KV is cached), and both equal a forward pass over the whole sequence."""
+    sampler = HFLocalSampler(model, prefix_cache_tokens=4096)
+    try:
+        first_prompt, first_reply = _prompt(40, seed=11), _prompt(6, seed=12)
+        second_prompt = first_prompt + first_reply + _prompt(9, seed=13)
+        second_reply = _prompt(5, seed=14)
+        first = asyncio.run(sampler.score(prompt_token_ids=first_prompt, completion_token_ids=first_reply, temperature=0.7))
+        computed = sampler.prefill_tokens
+        assert computed == len(first_prompt) + len(first_reply)
+        second = asyncio.run(sampler.score(prompt_token_ids=second_prompt, completion_token_ids=second_reply, temperature=0.7))
+        assert sampler.prefill_tokens - computed == len(second_prompt) + len(second_reply) - len(first_prompt + first_reply)
+        for prompt, reply, scored in ((first_prompt, first_reply, first), (second_prompt, second_reply, second)):
+            logits = _reference_logits(model, prompt, reply) / 0.7
+            expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(reply).unsqueeze(-1)).squeeze(-1)
+            torch.testing.assert_close(torch.tensor(scored), expected, atol=1e-4, rtol=0)
+    finally:
+        sampler.close()

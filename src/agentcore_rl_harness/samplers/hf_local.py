@@ -275,13 +275,28 @@ class HFLocalSampler:
         return await asyncio.to_thread(self._score, prompt, completion, temperature)
 
     def _score(self, prompt: tuple[int, ...], completion: tuple[int, ...], temperature: float) -> tuple[float, ...]:
-        with self.lock, torch.no_grad():
+        """One forward pass over what the prefix cache does not hold (teacher-forced turns of one
+        conversation share all but their newest tokens), computing vocabulary logits for the
+        completion's positions only; the scored sequence's KV is then cached for the next turn."""
+        with self.lock, torch.inference_mode():
             model = self.model
-            ids = torch.tensor([prompt + completion], device=getattr(model, "device", None))
-            keep = len(completion) + 1  # the vocabulary logits of the completion's positions only
-            extra = {"logits_to_keep": keep} if self._forward_arguments(model)[1] else {}
-            logits = model(input_ids=ids, use_cache=False, **extra).logits[0, -keep:-1]
-            targets = ids[0, len(prompt):].unsqueeze(-1)
+            full = prompt + completion
+            self._drop_stale_cache()
+            cached, payload = self._lookup(prompt)  # at most len(prompt) - 1: its last token is fed
+            tail = full[cached:]
+            cache, past_mask = _kv.cache_with_prefixes([payload], [cached], spare=len(tail))
+            cache_arg, extra = self._forward_arguments(model)
+            keep = len(completion) + 1  # logits at the last prompt position and the completion's
+            output = model(
+                input_ids=torch.tensor([tail], dtype=torch.long),
+                attention_mask=torch.cat([past_mask, past_mask.new_ones((1, len(tail)))], dim=-1),
+                position_ids=torch.arange(cached, len(full)).unsqueeze(0),
+                use_cache=True, **{cache_arg: cache}, **({**extra, "logits_to_keep": keep} if extra else {}),
+            )
+            self.prefill_tokens += len(tail)
+            self._remember([full], cache, torch.ones((1, len(full)), dtype=torch.long))
+            logits = output.logits[0, -keep:-1]
+            targets = torch.tensor(completion, dtype=torch.long).unsqueeze(-1)
             return tuple(tempered_logprobs(logits, temperature).gather(-1, targets).squeeze(-1).tolist())
 
     def close(self) -> None:
