@@ -144,6 +144,9 @@ def test_the_warm_up_trains_on_train_rows_only_and_lowers_their_loss(tmp_path, t
     steps = [json.loads(line) for line in (tmp_path / "train" / "warmup.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps] == [1, 2, 3, 4] and all(s["sequences"] == 2 for s in steps)
     assert "4 supervised steps on 2 demonstrations from train rows" in lines[-1]
+    progress = [line for line in lines if line.startswith("agentcore-rl warm-up step ")]  # one per step, as it ends
+    assert [line.split(":")[0] for line in progress] == [f"agentcore-rl warm-up step {i}/4" for i in (1, 2, 3, 4)]
+    assert f"loss {steps[0]['loss']:.3f}, 2 sequences" in progress[0]
 
     only_test = RowGuard([spec], "test").keep([Demonstration("toy", "r3", per_row["r3"])])
     with pytest.raises(HarnessError, match=r"no demonstrations from train rows \(left out: \{'evaluation_row': 1\}\)"):

@@ -230,6 +230,8 @@ class WarmUp:
             lines.append(line)
             with open(self.train_dir / STEPS_FILE, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(line) + "\n")
+            self.write(f"agentcore-rl warm-up step {len(lines)}/{self.config.steps}: loss {line['loss']:.3f}, "
+                       f"{line['sequences']} sequences, {line['wall_time_s']:.1f}s")
         after = self.trainer.sft_loss(traces)
         summary = {
             "source": source, "steps": len(lines), "loss_before": before, "loss_after": after,
