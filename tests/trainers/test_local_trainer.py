@@ -176,6 +176,40 @@ def test_one_update_raises_positive_lowers_negative_and_the_sampler_serves_it(mo
     assert not model.training  # sampling runs in eval mode
 
 
+@pytest.mark.parametrize("serve_merged", [True, False])
+def test_the_sampler_decodes_the_merged_copy_or_the_adapted_model(tiny_model_dir, serve_merged, tmp_path):
+    """serve_merged: the sampler gets a plain model (no LoRA layers) whose logits equal the adapted
+    policy's after every update and after a checkpoint load; off, it decodes the policy itself."""
+    from peft.tuners.lora import LoraLayer
+
+    sampler = HFLocalSampler(load_model(tiny_model_dir), batch_wait_s=0.01)
+    try:
+        trainer = LocalTrainer(sampler.model, sampler=sampler, config=_config(serve_merged=serve_merged))
+        prompt = _prompt(10, 5)
+        good, bad = _traces(sampler, [prompt, prompt], seed=3)
+        _step(trainer, [_pair_group("g", good, bad)])
+        ids = torch.tensor([list(good.token_ids)])
+
+        def served_logits():
+            with torch.no_grad():
+                return sampler.model(input_ids=ids).logits
+
+        with torch.no_grad():
+            policy = trainer.policy_model(input_ids=ids).logits
+        assert (sampler.model is trainer.policy_model) is not serve_merged
+        assert any(isinstance(m, LoraLayer) for m in sampler.model.modules()) is not serve_merged
+        torch.testing.assert_close(served_logits(), policy, atol=1e-5, rtol=0)
+
+        trainer.save_checkpoint(tmp_path / "ckpt")
+        _step(trainer, [_pair_group("h", bad, good)])
+        moved = served_logits()
+        assert not torch.allclose(moved, policy, atol=1e-4)  # the second update reached the sampler
+        trainer.load_checkpoint(tmp_path / "ckpt")
+        torch.testing.assert_close(served_logits(), policy, atol=1e-5, rtol=0)
+    finally:
+        sampler.close()
+
+
 def test_micro_batches_give_the_same_update(tiny_model_dir, sampler):
     prompts = [_prompt(length, seed) for seed, length in enumerate([4, 12, 20, 6])]
     traces = _traces(sampler, prompts, max_tokens=8)

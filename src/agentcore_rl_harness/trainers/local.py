@@ -1,9 +1,9 @@
 """`LocalTrainer`: embedded torch GRPO (LoRA through peft, or full fine-tuning), CPU or GPU.
 
-The trainer and the in-process `HFLocalSampler` share ONE model object: LoRA layers are injected
-into the transformers model in place, so the sampler decodes with the adapters the trainer
-updates, and the reference policy for the KL penalty is the same model with its adapters
-disabled. A step holds `sampler.lock`, so no decode runs during forward / backward /
+LoRA layers are injected into the transformers model in place; the in-process `HFLocalSampler`
+decodes a copy of it with the adapters merged into the weights (`_serving.py`, after every update;
+`serve_merged: false` shares the adapted model itself), and the reference policy for the KL
+penalty is the model with its adapters disabled. A step holds `sampler.lock`, so no decode runs during forward / backward /
 optimizer.step; after it, `sampler.publish_weights(..., policy_version=...)` publishes the new
 version. The runner steps between collection phases, so no sampled row straddles two versions.
 
@@ -34,7 +34,7 @@ from typing import Any
 from ..errors import ConfigError, MissingDependencyError
 from ..heap import start_heap_trimmer
 from ..records import Trace
-from . import _prefix, checkpoint, sft
+from . import _prefix, _serving, checkpoint, sft
 from .base import StepMetrics, TrainGroup
 from .grpo import BatchItem, GRPOConfig, build_batch, policy_loss, staleness, step_metrics
 
@@ -77,6 +77,10 @@ class LocalTrainerConfig:
     once per micro-batch and only the suffixes per trace; same loss and gradients, far fewer tokens."""
     share_prefix_min_tokens: int = 32
     """Shortest common run worth its own forward pass when sharing prefixes."""
+    serve_merged: bool = True
+    """LoRA: the in-process sampler decodes a copy of the model with the adapters merged into its
+    weights (`_serving.py`: faster decoding, one more copy of the weights in memory); false: it
+    decodes the adapted model itself."""
 
     def __post_init__(self) -> None:
         if self.finetune not in FINETUNE_MODES:
@@ -139,7 +143,10 @@ class LocalTrainer:
         )
         model = model.to(self.device)
         self._reference = None
+        self._merged = None
         if self.config.finetune == "lora":
+            if self.config.serve_merged and sampler is not None:
+                self._merged = _serving.MergedCopy(model)
             lora = peft.LoraConfig(
                 r=self.config.lora_rank,
                 lora_alpha=self.config.lora_alpha,
@@ -175,8 +182,7 @@ class LocalTrainer:
         self.policy_version = 0
         self._busy = threading.Lock()
         start_heap_trimmer()  # step-sized logits and activations otherwise fragment the heap
-        if sampler is not None:
-            sampler.publish_weights(self.policy_model, policy_version=self.policy_version)
+        self._publish()
 
     @property
     def trainable_parameters(self) -> int:
@@ -200,8 +206,7 @@ class LocalTrainer:
                 with self._sampler_lock():
                     result = self._update(items, stats.trained_tokens)
                     self.policy_version += 1
-                if self.sampler is not None:
-                    self.sampler.publish_weights(self.policy_model, policy_version=self.policy_version)
+                self._publish()
             return step_metrics(
                 step=self.step_count, policy_version=self.policy_version, stats=stats, lags=lags,
                 started=started, lr=float(self.optimizer.param_groups[0]["lr"]), **result,
@@ -299,8 +304,7 @@ class LocalTrainer:
                 for group, value in zip(groups, saved):
                     group["lr"] = value
             self.sft_steps += 1
-        if self.sampler is not None:
-            self.sampler.publish_weights(self.policy_model, policy_version=self.policy_version)
+        self._publish()
         return sft.SFTMetrics(
             step=self.sft_steps, policy_version=self.policy_version, loss=loss_total, trained_tokens=total,
             sequences=len(items), grad_norm=float(grad_norm), lr=float(lr),
@@ -468,6 +472,16 @@ class LocalTrainer:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=getattr(torch, self.config.autocast_dtype))
 
+    def _publish(self) -> None:
+        """Hand the sampler the current policy: the adapted model, or its merged copy."""
+        if self.sampler is None:
+            return
+        served = self.policy_model
+        if self._merged is not None:
+            with self._sampler_lock():
+                served = self._merged.refresh(self.model)
+        self.sampler.publish_weights(served, policy_version=self.policy_version)
+
     def _sampler_lock(self) -> Any:
         return self.sampler.lock if self.sampler is not None else contextlib.nullcontext()
 
@@ -507,8 +521,7 @@ class LocalTrainer:
             checkpoint.restore_rng_state(saved.rng_state)
             self.step_count = saved.step
             self.policy_version = saved.policy_version
-        if self.sampler is not None:
-            self.sampler.publish_weights(self.policy_model, policy_version=self.policy_version)
+        self._publish()
         return saved.step
 
 
