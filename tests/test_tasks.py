@@ -127,13 +127,15 @@ def test_oracle_is_a_row_field_or_a_callable(tmp_path):
             arl.task(dataset="d.jsonl", oracle=bad)
 
 
-def test_write_level_files_writes_each_levels_rows_in_order_with_sorted_keys(tmp_path):
+def test_write_level_files_writes_each_levels_rows_in_order_with_their_own_key_order(tmp_path):
+    """Keys stay in the order the generator built them: a script's tool-call arguments in the
+    tool's order are what its demonstrations teach (sorted keys had reordered them)."""
     from agentcore_rl_harness.tasks import write_level_files
 
-    rows = [{"level": 1, "id": "b", "a": 1}, {"id": "c", "level": 2}, {"level": 1, "id": "a"}]
+    rows = [{"level": 1, "id": "b", "args": {"to": "x", "body": "y"}}, {"id": "c", "level": 2}, {"level": 1, "id": "a"}]
     paths = write_level_files(rows, [1, 2, 3], lambda level: tmp_path / f"l{level}.jsonl")
     assert paths == [tmp_path / "l1.jsonl", tmp_path / "l2.jsonl", tmp_path / "l3.jsonl"]
     assert (tmp_path / "l1.jsonl").read_bytes() == (
-        b'{"a": 1, "id": "b", "level": 1}\n{"id": "a", "level": 1}\n')
+        b'{"level": 1, "id": "b", "args": {"to": "x", "body": "y"}}\n{"level": 1, "id": "a"}\n')
     assert (tmp_path / "l2.jsonl").read_text() == '{"id": "c", "level": 2}\n'
     assert (tmp_path / "l3.jsonl").read_text() == ""  # a declared level without rows
