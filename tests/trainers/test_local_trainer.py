@@ -323,3 +323,12 @@ def test_full_finetuning_with_kl_keeps_a_frozen_reference(model, sampler, tmp_pa
 def test_bad_trainer_config_names_the_key(changes, match):
     with pytest.raises(ConfigError, match=match):
         LocalTrainerConfig(**changes)
+
+
+def test_a_merged_copy_of_a_policy_without_lora_layers_says_how_to_fix_it(model):
+    from types import SimpleNamespace
+
+    from agentcore_rl_harness.trainers._serving import MergedCopy
+
+    with pytest.raises(ValueError, match=r"no LoRA layers.*trainer.lora_target_modules.*serve_merged=false"):
+        MergedCopy(model).refresh(SimpleNamespace(get_base_model=lambda: model))

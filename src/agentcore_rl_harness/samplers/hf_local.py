@@ -287,14 +287,14 @@ class HFLocalSampler:
             cache, past_mask = _kv.cache_with_prefixes([payload], [cached], spare=len(tail))
             cache_arg, extra = self._forward_arguments(model)
             keep = len(completion) + 1  # logits at the last prompt position and the completion's
+            mask = torch.cat([past_mask, past_mask.new_ones((1, len(tail)))], dim=-1)  # one row, no padding
             output = model(
-                input_ids=torch.tensor([tail], dtype=torch.long),
-                attention_mask=torch.cat([past_mask, past_mask.new_ones((1, len(tail)))], dim=-1),
-                position_ids=torch.arange(cached, len(full)).unsqueeze(0),
-                use_cache=True, **{cache_arg: cache}, **({**extra, "logits_to_keep": keep} if extra else {}),
+                input_ids=torch.tensor([tail], dtype=torch.long), attention_mask=mask,
+                position_ids=torch.arange(cached, len(full)).unsqueeze(0), use_cache=True,
+                **{cache_arg: cache}, **({"logits_to_keep": keep} if extra else {}),
             )
             self.prefill_tokens += len(tail)
-            self._remember([full], cache, torch.ones((1, len(full)), dtype=torch.long))
+            self._remember([full], cache, mask)
             logits = output.logits[0, -keep:-1]
             targets = torch.tensor(completion, dtype=torch.long).unsqueeze(-1)
             return tuple(tempered_logprobs(logits, temperature).gather(-1, targets).squeeze(-1).tolist())

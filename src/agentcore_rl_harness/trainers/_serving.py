@@ -3,9 +3,9 @@
 Decoding through peft's LoRA layers runs a Python wrapper and two extra small matmuls per adapted
 Linear. At the batch sizes rollouts run on a CPU that is a large share of the work: SmolLM2-135M
 sampling 16 rows of 900-token prompts and 48 new tokens gave 1.28x the tokens/s merged
-(`bench/serving.py`, 2 cores). With `trainer.serve_merged` the trainer keeps a plain copy of the base model
-and, after each update, writes `W + scale * B @ A` into it; the in-process sampler decodes that copy.
-The cost is one more copy of the model's weights in memory.
+(`bench/serving.py`, 2 cores). With `trainer.serve_merged` the trainer keeps a plain copy of the
+base model and, after each update, writes `W + scale * B @ A` into it; the in-process sampler
+decodes that copy. The cost is one more copy of the model's weights in memory.
 """
 
 from __future__ import annotations
@@ -35,13 +35,12 @@ class MergedCopy:
                 if isinstance(module, LoraLayer)
             ]
             if not self._targets:
-                raise ValueError("serve_merged: the policy has no LoRA layers to merge")
+                raise ValueError("trainer.serve_merged=true: the policy has no LoRA layers to merge; check "
+                                 "trainer.lora_target_modules, or set trainer.serve_merged=false")
         with torch.no_grad():
             for layer, target in self._targets:
-                weight = layer.get_base_layer().weight
-                merged = weight.detach().clone()
+                target.weight.copy_(layer.get_base_layer().weight)
                 for adapter in layer.active_adapters:
                     if adapter in layer.lora_A:
-                        merged += layer.get_delta_weight(adapter).to(merged.dtype)
-                target.weight.copy_(merged)
+                        target.weight.add_(layer.get_delta_weight(adapter).to(target.weight.dtype))
         return self.model

@@ -3,8 +3,8 @@
 LoRA layers are injected into the transformers model in place; the in-process `HFLocalSampler`
 decodes a copy of it with the adapters merged into the weights (`_serving.py`, after every update;
 `serve_merged: false` shares the adapted model itself), and the reference policy for the KL
-penalty is the model with its adapters disabled. A step holds `sampler.lock`, so no decode runs during forward / backward /
-optimizer.step; after it, `sampler.publish_weights(..., policy_version=...)` publishes the new
+penalty is the model with its adapters disabled. A step holds `sampler.lock`, so no decode runs
+during forward / backward / optimizer.step; after it, `sampler.publish_weights(..., policy_version=...)` publishes the new
 version. The runner steps between collection phases, so no sampled row straddles two versions.
 
 torch and peft are imported when a trainer is built, not when this module is imported, so the
