@@ -36,7 +36,8 @@ app = BedrockAgentCoreApp()
 
 MAX_TOKENS = 256
 MODEL_TIMEOUT_S = 3600  # one model call; a loaded CPU box batching 16 sessions is slow
-RECURSION_LIMIT = 16  # LangGraph steps: a model call and a tool round are one each (~8 calls)
+MAX_MODEL_CALLS = 8  # per episode unless the payload's `max_model_calls` says (1-32)
+# LangGraph counts a model call and a tool round as one step each: n model calls need 2n steps.
 SYSTEM_PROMPT = (
     "You are an office assistant. Your files are in mail/, calendar/, docs/ and data/. "
     "Use the tools to do the task, one step at a time. Dates are YYYY-MM-DD, times HH:MM. "
@@ -293,6 +294,15 @@ def offered_tools(names: list[str] | None) -> list[Any]:
     return [tool for tool in TOOLS if tool.name in names]
 
 
+def recursion_limit(max_model_calls: Any) -> int:
+    """LangGraph's recursion limit for at most `max_model_calls` model calls (the payload's,
+    default MAX_MODEL_CALLS): a task that needs 4 calls can stop a wandering episode early."""
+    calls = MAX_MODEL_CALLS if max_model_calls is None else max_model_calls
+    if type(calls) is not int or not 1 <= calls <= 32:
+        raise ValueError(f"payload max_model_calls must be an integer from 1 to 32, got {max_model_calls!r}")
+    return 2 * calls
+
+
 def build_graph(model: Any, tools: list[Any] = TOOLS) -> Any:
     """The ReAct loop as LangGraph users write it: a model node, a ToolNode, tools_condition."""
     bound = model.bind_tools(tools)
@@ -324,6 +334,7 @@ def summarize(messages: list[Any], stopped: str | None) -> dict[str, Any]:
 def invoke(payload: dict[str, Any]) -> dict[str, Any]:
     rollout = payload["_rollout"]
     tools = offered_tools(payload.get("tools"))
+    limit = recursion_limit(payload.get("max_model_calls"))
     seed(payload.get("files") or {}, payload.get("tables") or {})
     model = ChatOpenAI(
         base_url=rollout["base_url"], api_key=rollout["api_key"], model=rollout["model_id"],
@@ -334,7 +345,7 @@ def invoke(payload: dict[str, Any]) -> dict[str, Any]:
     messages: list[Any] = start
     stopped = None
     try:
-        for state in graph.stream({"messages": start}, {"recursion_limit": RECURSION_LIMIT},
+        for state in graph.stream({"messages": start}, {"recursion_limit": limit},
                                   stream_mode="values"):
             messages = state["messages"]
     except GraphRecursionError:

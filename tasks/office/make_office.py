@@ -356,12 +356,14 @@ LEVELS = {
 # three tools: `ls` (the mail's file name is random), `read` (the code is random), `send_email`.
 FORWARD = {"train": 60, "test": 40}
 FORWARD_TOOLS = ["ls", "read", "send_email"]
+FORWARD_MODEL_CALLS = 5  # success takes 4 (three tools, then the reply); a wandering episode stops at 5
 
 
 def make_forward_rows(seed: int = 1) -> list[dict]:
     rng = random.Random(seed)
     return [{"id": f"office-l1m-{split}-{index:02d}", "split": split, "level": "1m", "template": "mail_forward",
-             "username": "me", "date": "2024-05-01", "tools": FORWARD_TOOLS, **mail_forward(rng)}
+             "username": "me", "date": "2024-05-01", "tools": FORWARD_TOOLS,
+             "max_model_calls": FORWARD_MODEL_CALLS, **mail_forward(rng)}
             for split, count in FORWARD.items() for index in range(count)]
 
 

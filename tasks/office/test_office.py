@@ -17,10 +17,11 @@ import agentcore_rl_harness as arl
 
 def payload(row):
     """What the agent gets: the instruction, the files to start from and, where the row names
-    them, the tools it offers (level 1m)."""
+    them, the tools it offers and its budget of model calls (level 1m)."""
     sent = {"task": row["task"], "files": row["files"], "tables": row["tables"]}
-    if row.get("tools"):
-        sent["tools"] = row["tools"]
+    for optional in ("tools", "max_model_calls"):
+        if row.get(optional):
+            sent[optional] = row[optional]
     return sent
 
 
@@ -29,20 +30,22 @@ def oracle(row):
     return {"_script": row["script"]}
 
 
-async def check_office(rollout, row, sandbox):
+async def check_office(rollout, row, sandbox, *, success_only=False):
+    """Partial credit per check (`rewards["checks"]`); `success_only`: the reward RL trains on
+    is 1 for success and 0 otherwise (the partial credit is still recorded)."""
     result = office_checks.score(row, await office_checks.read_state(sandbox))
     rollout.rewards["checks"] = sum(result.checks.values()) / len(result.checks)
     rollout.rewards["guards"] = float(not result.guard_failures)
-    rollout.reward = result.reward
+    rollout.reward = float(result.success) if success_only else result.reward
     failed = [name for name, passed in result.checks.items() if not passed]
     assert result.success, f"failed checks {failed}, guards {result.guard_failures}"
 
 
-def office_task(level):
+def office_task(level, success_only=False):
     @arl.task(dataset=f"data/office-l{level}.jsonl", agent="agent.py", samples=4, payload=payload,
               oracle=oracle, tags=["office", f"level{level}"], name=f"test_office_level{level}")
     async def test(rollout, row, sandbox):
-        await check_office(rollout, row, sandbox)
+        await check_office(rollout, row, sandbox, success_only=success_only)
 
     return test
 
@@ -52,4 +55,6 @@ test_office_level2 = office_task(2)
 test_office_level3 = office_task(3)
 # Level 1m, the RL-lift level: level 1's mail forwarding with only its three tools offered
 # (`tasks/office/configs/lift.yaml`; README: "An RL lift on a multi-step task").
-test_office_level1m = office_task("1m")
+# Its reward is success alone: with partial credit, GRPO climbed the easy half (the right
+# recipient, 0.5) while success fell (README: run G).
+test_office_level1m = office_task("1m", success_only=True)

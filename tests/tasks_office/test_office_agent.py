@@ -69,6 +69,34 @@ def test_langgraphs_failure_modes_are_the_agents_failure_with_its_traces(rendere
     assert bad.reward == 0.0
 
 
+def test_a_rows_budget_of_model_calls_stops_a_wandering_episode(renderer):
+    base = rows("1m")[0]
+    assert base["max_model_calls"] == 5
+    looping = dict(base, id="loop-1m", task="LOOP " + base["task"])
+    (rollout, _), = run_cases(renderer, [(looping, lambda index: CALL_LS)])
+    assert rollout.status is Status.TASK_FAILED and rollout.result["stopped"] == "recursion_limit"
+    assert rollout.turns == 5 and rollout.result["tool_calls"] == ["ls"] * 5
+    assert rollout.reward == 0.0 and sum(rollout.traces[0].loss_mask) > 0
+
+
+def test_level_1m_rewards_success_alone_and_records_the_partial_credit(renderer):
+    def wrong_code_case(row, name):  # the right person, the wrong code: half the checks
+        target = row["guards"]["recipients"][0]
+        send = {"tool_calls": [{"name": "send_email", "arguments": {
+            "to": target, "subject": "Code", "body": "The code is 1234."}}]}
+        return dict(row, id=name, task=f"{name} {row['task']}"), [*row["script"][:2], send, {"content": "Done."}]
+
+    lift, level1 = rows("1m")[0], rows(1)[0]
+    assert level1["template"] == lift["template"] == "mail_forward"
+    right = dict(lift, id="right-1m", task=f"right-1m {lift['task']}")  # no task inside another's
+    cases = [wrong_code_case(lift, "half-1m"), wrong_code_case(level1, "half-1"), (right, lift["script"])]
+    by_id = {rollout.row_id: rollout for rollout, _ in run_cases(renderer, cases)}
+    assert by_id["half-1m"].reward == 0.0 and by_id["half-1m"].success is False
+    assert by_id["half-1m"].rewards == {"checks": 0.5, "guards": 1.0}  # recorded, not trained on
+    assert by_id["half-1"].reward == 0.5 and by_id["half-1"].rewards["checks"] == 0.5  # levels 1-3
+    assert by_id["right-1m"].reward == 1.0 and by_id["right-1m"].success is True
+
+
 def test_the_null_agent_scores_zero(renderer):
     chosen = [rows(level)[0] for level in (1, 2, 3)]
     for rollout, _ in run_cases(renderer, [(row, []) for row in chosen], "agent=null"):

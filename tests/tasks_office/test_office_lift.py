@@ -102,6 +102,14 @@ def test_the_agent_offers_only_the_tools_a_row_names():
             agent.offered_tools(bad)
 
 
+def test_a_rows_budget_of_model_calls_sets_the_agents_recursion_limit():
+    assert {row["max_model_calls"] for row in LIFT} == {5}  # success takes 4: three tools, the reply
+    assert agent.recursion_limit(5) == 10 and agent.recursion_limit(None) == 2 * agent.MAX_MODEL_CALLS
+    for bad in (0, 33, "5", 2.0, True):
+        with pytest.raises(ValueError, match="max_model_calls must be an integer from 1 to 32"):
+            agent.recursion_limit(bad)
+
+
 def test_the_lift_config_composes_to_the_measured_recipe():
     typed = compose_config([], source=CONFIG).typed
     assert typed.model.name == "smollm2-135m-instruct" and typed.trainer.trainer.kind == "local"

@@ -50,6 +50,16 @@ def test_only_masked_tokens_are_trained(trainer, tiny_model_dir):
 def test_the_step_uses_warmup_lr_and_leaves_trainer_lr_alone(trainer):
     metrics = trainer.sft_step([demo([1, 2], [3, 2])], lr=1e-6)
     assert metrics.lr == 1e-6 and trainer.optimizer.param_groups[0]["lr"] == 1e-2
+    assert trainer.sft_step([demo([1, 2], [3, 2])]).lr == 1e-2  # default: trainer.lr
+
+
+def test_the_warm_up_has_its_own_optimizer_so_rl_starts_without_its_moments(trainer):
+    demos = [demo([11, 12, 13], [200, 201, 2])]
+    for _ in range(3):
+        trainer.sft_step(demos)
+    assert trainer.optimizer.state == {}, "the warm-up's Adam moments reached RL's optimizer"
+    moments = [state["exp_avg"] for state in trainer._sft_optimizer.state.values()]
+    assert moments and any(float(m.abs().sum()) > 0 for m in moments)
 
 
 def test_demonstrations_without_trained_tokens_are_refused(trainer):

@@ -170,13 +170,8 @@ class LocalTrainer:
         )
         self._parameters = [p for p in self.model.parameters() if p.requires_grad]
         self._names = [n for n, p in self.model.named_parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(
-            self._parameters,
-            lr=self.config.lr,
-            betas=(self.config.adam_beta1, self.config.adam_beta2),
-            eps=self.config.adam_eps,
-            weight_decay=self.config.weight_decay,
-        )
+        self.optimizer = self._new_optimizer()
+        self._sft_optimizer: Any = None  # the warm-up's own (see sft_step)
         self.step_count = 0
         self.sft_steps = 0
         self.policy_version = 0
@@ -266,9 +261,23 @@ class LocalTrainer:
             grad_norm=float(grad_norm),
         )
 
+    def _new_optimizer(self) -> Any:
+        torch, _ = _import_torch()
+        return torch.optim.AdamW(
+            self._parameters,
+            lr=self.config.lr,
+            betas=(self.config.adam_beta1, self.config.adam_beta2),
+            eps=self.config.adam_eps,
+            weight_decay=self.config.weight_decay,
+        )
+
     def sft_step(self, traces: Sequence[Trace], *, lr: float | None = None) -> sft.SFTMetrics:
         """One supervised step (`trainers/sft.py`): mean token NLL of the traces' masked tokens,
-        at `lr` (default trainer.lr), then the weight sync like a GRPO step."""
+        at `lr` (default trainer.lr), then the weight sync like a GRPO step.
+
+        The warm-up has its own AdamW: its moments never reach RL's optimizer, so the first GRPO
+        steps do not keep moving along the demonstrations' gradients (a lift measured after the
+        warm-up is RL's own), as when SFT and RL are separate jobs."""
         torch, _ = _import_torch()
         started = time.perf_counter()
         items = sft.plain_items(sft.trained_traces(traces))
@@ -276,13 +285,14 @@ class LocalTrainer:
         if not total:
             raise ValueError("no trained tokens in the demonstrations: nothing to warm up on")
         with self._busy:  # the same locks and weight sync as a GRPO step
-            groups = self.optimizer.param_groups
-            saved = [group["lr"] for group in groups]
-            lr = saved[0] if lr is None else lr
-            for group in groups:
+            if self._sft_optimizer is None:
+                self._sft_optimizer = self._new_optimizer()
+            optimizer = self._sft_optimizer
+            lr = self.config.lr if lr is None else lr
+            for group in optimizer.param_groups:
                 group["lr"] = lr
             loss_total = 0.0
-            self.optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad(set_to_none=True)
             self.model.train()
             try:
                 with self._sampler_lock():
@@ -296,13 +306,11 @@ class LocalTrainer:
                     limit = self.config.max_grad_norm
                     grad_norm = torch.nn.utils.clip_grad_norm_(
                         self._parameters, limit if limit is not None else float("inf"))
-                    self.optimizer.step()
-                    self.optimizer.zero_grad(set_to_none=True)
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
                     self.policy_version += 1
             finally:
                 self.model.eval()
-                for group, value in zip(groups, saved):
-                    group["lr"] = value
             self.sft_steps += 1
         self._publish()
         return sft.SFTMetrics(
