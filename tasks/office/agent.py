@@ -150,7 +150,9 @@ def ls(path: str = ".") -> str:
             entries.append(f"{entry.name}/")
         elif entry.suffix == ".eml":
             message = email.message_from_bytes(entry.read_bytes(), policy=email.policy.default)
-            entries.append(f"{entry.name} | from: {message['From']} | subject: {message['Subject']}")
+            # The sender first, the file name right after it: a small model finds the name the
+            # task gives, then copies what follows it.
+            entries.append(f"from: {message['From']} | {entry.name} | subject: {message['Subject']}")
         else:
             entries.append(entry.name)
     return "\n".join(entries) or "(empty)"
@@ -257,9 +259,9 @@ TOOLS = [ls, read, send_email, add_event, write, set_cell]
 EXAMPLE = [
     ("Find the email from Hugo in mail/inbox and forward the code in it to Ivy (ivy@example.com).", [
         ("ls", {"path": "mail/inbox"},
-         "k3f9.eml | from: hugo@example.com | subject: Door code\n"
-         "p2x7.eml | from: grace@example.com | subject: Lunch"),
-        ("read", {"path": "mail/inbox/k3f9.eml"},
+         "from: grace@example.com | p2x7.eml | subject: Lunch\n"
+         "from: hugo@example.com | w3f9.eml | subject: Door code"),
+        ("read", {"path": "mail/inbox/w3f9.eml"},
          "From: hugo@example.com\nTo: me@example.com\nSubject: Door code\n\nThe code is 5172."),
         ("send_email", {"to": "ivy@example.com", "subject": "Code", "body": "The code is 5172."},
          "sent to ivy@example.com"),
