@@ -301,7 +301,8 @@ def recursion_limit(max_model_calls: Any) -> int:
     default MAX_MODEL_CALLS): a task that needs 4 calls can stop a wandering episode early."""
     calls = MAX_MODEL_CALLS if max_model_calls is None else max_model_calls
     if type(calls) is not int or not 1 <= calls <= 32:
-        raise ValueError(f"payload max_model_calls must be an integer from 1 to 32, got {max_model_calls!r}")
+        raise ValueError(f"payload max_model_calls must be an integer from 1 to 32, got {max_model_calls!r}; "
+                         f"leave it out for the default {MAX_MODEL_CALLS}")
     return 2 * calls
 
 

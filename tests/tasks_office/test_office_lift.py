@@ -94,6 +94,17 @@ def test_spamming_mail_or_codes_scores_zero(tmp_path, monkeypatch):
         assert play(row, everyone, workdir / "b", monkeypatch).reward == 0.0  # mail to others
 
 
+def test_the_mail_listing_puts_each_sender_right_before_its_file(tmp_path, monkeypatch):
+    row = LIFT[0]
+    monkeypatch.chdir(tmp_path)
+    agent.seed(row["files"], row["tables"])
+    lines = agent.ls.invoke({"path": "mail/inbox"}).splitlines()
+    assert len(lines) == len(row["files"])
+    for line, name in zip(lines, sorted(row["files"])):
+        sender = row["files"][name].splitlines()[0].removeprefix("From: ")
+        assert line.startswith(f"from: {sender} | {name.rsplit('/', 1)[1]} | subject: "), line
+
+
 def test_the_agent_offers_only_the_tools_a_row_names():
     assert [tool.name for tool in agent.offered_tools(["send_email", "ls", "read"])] == ["ls", "read", "send_email"]
     assert agent.offered_tools(None) == agent.TOOLS
