@@ -26,6 +26,11 @@ def test_defaults_select_default_none_default():
         (["eval=full"], lambda t: (t.eval.samples, t.eval.max_rows) == (8, None)),
         (["eval=quick", "eval.samples=4"], lambda t: (t.eval.samples, t.eval.max_rows) == (4, 10)),
         (["eval.samples=4"], lambda t: t.eval.samples == 4 and t.eval.timeout_s == 300),
+        ([], lambda t: t.eval.temperature is None and t.eval_sampling() is None),
+        (["sampling.temperature=0.7", "eval.temperature=0"],
+         lambda t: (t.sampling.temperature, t.eval_sampling().temperature, t.eval_sampling().max_tokens)
+         == (0.7, 0.0, t.sampling.max_tokens)),
+        (["eval=quick", "eval.temperature=0.2"], lambda t: t.eval.temperature == 0.2),
         (["gates=ci"], lambda t: t.gates.min_success_rate == 0.5
          and t.gates.max_regression == {"success_rate": "-2pp"}),
         (["gates=ci", "gates.min_success_rate=0.9"], lambda t: t.gates.min_success_rate == 0.9),
@@ -49,6 +54,7 @@ def test_group_options_and_key_overrides_compose(overrides, check):
         ("eval=nope", "eval: default, full, quick; gates: ci, none;"),
         ("report=nope", "report: default, minimal"),
         ("eval.samples=0", "eval.samples=0 must be >= 1"),
+        ("eval.temperature=-0.5", "eval.temperature=-0.5 must be >= 0"),
         ("eval.timeout_s=-1", "eval.timeout_s=-1.0 must be > 0"),
         ("gates.min_success_rate=80", "gates.min_success_rate=80.0 must be a rate between 0 and 1"),
         ("gates.min_success_rate={test_x: 1.5}", "gates.min_success_rate.test_x=1.5"),

@@ -148,8 +148,12 @@ class EvalConfig:
     samples: int | None = None  # samples per row; None = the task's own `samples`
     max_rows: int | None = None  # cap on rows per task; None = all
     timeout_s: float = 300.0  # per rollout, counted from submission
+    temperature: float | None = None  # evaluation rollouts' temperature (0: greedy); None = sampling's
 
     def validate(self) -> None:
+        if self.temperature is not None and self.temperature < 0:
+            raise ConfigError(f"eval.temperature={self.temperature} must be >= 0 (0: greedy decoding; "
+                              "null: the training temperature, sampling.temperature)")
         for name in ("samples", "max_rows"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -379,6 +383,12 @@ class HarnessConfig:
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     agent: str = TASK_AGENT  # task: each task's own agent; oracle / null: a sanity agent; or a file / module:app
     logger: dict[str, Any] = field(default_factory=dict)  # tracker name -> its typed node (trackers/)
+
+    def eval_sampling(self) -> SamplingParams | None:
+        """Evaluation rollouts' sampling: `sampling` at `eval.temperature`; None when that is unset."""
+        if self.eval.temperature is None:
+            return None
+        return dataclasses.replace(self.sampling.to_params(), temperature=self.eval.temperature)
 
 
 def check_agent(agent: str, runtime_kind: str) -> None:

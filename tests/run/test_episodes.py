@@ -56,6 +56,20 @@ def test_a_case_is_one_session_with_the_rollout_block_and_its_own_seed(tmp_path)
     assert sessions.finished == [e.session_id for e in episodes]
 
 
+@pytest.mark.parametrize("phase, greedy", [("eval", True), ("pre", True), ("warmup", True), ("post", True),
+                                           ("train", False), ("collect", False)])
+def test_eval_temperature_samples_evaluation_phases_only(tmp_path, phase, greedy):
+    sessions = Sessions()
+    runner = _runner(lambda s: {"ok": 1}, sessions, sampling=SamplingParams(temperature=0.7, max_tokens=9),
+                     eval_sampling=SamplingParams(temperature=0.0, max_tokens=9))
+    case = Case(spec=make_spec(tmp_path), row={"id": "r0", "question": "q"}, sample_index=0, phase=phase)
+    episode = asyncio.run(runner.run(case))
+    opened = sessions.opened[episode.session_id]
+    sent = runner.runtime.sessions[0].payload["_rollout"]["sampling_params"]
+    assert (opened.temperature, sent["temperature"]) == ((0.0, 0.0) if greedy else (0.7, 0.7))
+    assert opened.max_tokens == 9 and opened.seed is not None
+
+
 def test_a_bad_payload_fails_the_task_and_a_runtime_error_is_infrastructure(tmp_path):
     def bad_payload(row):
         raise KeyError("no such field")

@@ -17,6 +17,12 @@ from ..records import SessionOutcome, Trace, Usage
 from ..tasks import TaskSpec
 
 
+# The phases whose rollouts measure the policy (eval mode's items, and run mode's pre, after the
+# warm-up and post): they sample with `eval.temperature` when it is set. train and collect rollouts
+# feed a trainer and keep `sampling.temperature`.
+EVAL_PHASES = frozenset({"eval", "pre", "warmup", "post"})
+
+
 @dataclass(frozen=True)
 class Case:
     """One pytest item of a task: a dataset row and a sample index within its group."""

@@ -261,7 +261,7 @@ class Harness:
             self.runtime = self._given_runtime or build_runtime(self.config, private_dirs=self.private_dirs)
             self.cases = CaseRunner(sessions=gateway.sessions, runtime=self.runtime, settings=CaseSettings(
                 model_id=self.model_id, base_url=self.advertised_url, sampling=self.config.sampling.to_params(),
-                seed=self.config.seed, agent=self.config.agent, timeout_s=self.config.eval.timeout_s,
+                eval_sampling=self.config.eval_sampling(), seed=self.config.seed, agent=self.config.agent, timeout_s=self.config.eval.timeout_s,
                 concurrency=self.config.runtime.concurrency,
             ), loop=self.loop)
             self._progress(

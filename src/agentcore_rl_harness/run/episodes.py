@@ -17,7 +17,7 @@ from ..errors import HarnessError, failure_text
 from ..records import SamplingParams, SessionOutcome, Status
 from ..runtimes.base import AgentRef, AgentRuntime
 from ..tasks import build_payload, rollout_block
-from .cases import Case, Episode, HeldResources, case_seed
+from .cases import EVAL_PHASES, Case, Episode, HeldResources, case_seed
 from .loop import LoopThread
 from .sandbox import FinalSandbox, Sandbox, keeps_final_state
 from .sanity import AgentPlan, add_oracle_result, plan_agent
@@ -79,9 +79,16 @@ class CaseSettings:
     base_url: str  # the gateway URL agents are given (gateway.public_url, else its own)
     sampling: SamplingParams
     seed: int = 0
+    eval_sampling: SamplingParams | None = None  # evaluation phases' (`eval.temperature`); None: `sampling`
     agent: str = "task"
     timeout_s: float = 300.0
     concurrency: int = 8
+
+    def sampling_for(self, case: Case) -> SamplingParams:
+        """An evaluation case's sampling is `eval_sampling` when set; training cases keep `sampling`."""
+        if self.eval_sampling is not None and case.phase in EVAL_PHASES:
+            return self.eval_sampling
+        return self.sampling
 
 
 class CaseRunner:
@@ -111,14 +118,15 @@ class CaseRunner:
     async def _run(self, case: Case) -> Episode:
         settings = self.settings
         session_id = new_session_id()
-        seeded = replace(settings.sampling, seed=case_seed(settings.seed, case))
+        sampling = settings.sampling_for(case)
+        seeded = replace(sampling, seed=case_seed(settings.seed, case))
         started = time.monotonic()
         agent, planning_failed = self._plan(case)
         forced = {"script": agent.script} if agent is not None and agent.script is not None else {}
         self.sessions.open(session_id=session_id, sampling=seeded, **forced)
         rollout_info = rollout_block(
             base_url=settings.base_url, model_id=settings.model_id, session_id=session_id,
-            sampling=settings.sampling,
+            sampling=sampling,
         )
         # Resources kept past the agent's answer (the session's sandbox, for the task to inspect)
         # are held here and released once the rollout is scored.

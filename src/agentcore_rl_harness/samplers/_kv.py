@@ -8,7 +8,8 @@ tail prefilled with it); the mask and position ids make them invisible, as for l
 rows and trims the columns that became padding for every remaining row. `row_tensors` copies one
 row's real positions out (for the prefix cache) and `cache_with_prefixes` builds a batch from such
 copies. Decode steps append in place into spare capacity (`GrowingLayer`) instead of
-re-concatenating the whole cache each token.
+re-concatenating the whole cache each token, and a merge or a drop copies each kept row once,
+straight into a fresh buffer with spare room (it runs once per turn joining or leaving a batch).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class GrowingLayer(DynamicLayer):
         needed = length + key_states.shape[-2]
         buffer = self._key_buffer
         if buffer is None or needed > buffer.shape[-2] or buffer.shape[0] != key_states.shape[0]:
-            self._reserve(key_states, value_states, length, capacity=needed + max(needed // 2, 32))
+            self._reserve(key_states, value_states, length, capacity=needed + spare_columns(needed))
         self._key_buffer[:, :, length:needed] = key_states
         self._value_buffer[:, :, length:needed] = value_states
         self.keys = self._key_buffer[:, :, :needed]
@@ -80,54 +81,65 @@ def layer_tensors(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]
     return tensors
 
 
-def cache_from(tensors: list[tuple[torch.Tensor, torch.Tensor]]) -> DynamicCache:
-    """A fresh growing cache holding these per-layer (keys, values)."""
-    cache = new_cache()
-    for keys, values in tensors:
-        layer = GrowingLayer()
-        layer.update(keys, values)
-        cache.layers.append(layer)
-    return cache
+def spare_columns(width: int) -> int:
+    """Room left after `width` columns when a buffer is (re)made: the next steps append into it."""
+    return max(width // 2, 32)
 
 
-def _left_pad(tensor: torch.Tensor, width: int, dim: int) -> torch.Tensor:
-    missing = width - tensor.shape[dim]
-    if missing == 0:
-        return tensor
-    shape = list(tensor.shape)
-    shape[dim] = missing
-    return torch.cat([tensor.new_zeros(shape), tensor], dim=dim)
+def _layer_buffers(like: torch.Tensor, rows: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Uninitialised (keys, values) buffers of `rows` rows and `width` columns plus spare room."""
+    _, heads, _, dim = like.shape
+    shape = (rows, heads, width + spare_columns(width), dim)
+    return like.new_empty(shape), like.new_empty(shape)
 
 
 def concat_rows(
     cache_a: DynamicCache, mask_a: torch.Tensor, cache_b: DynamicCache, mask_b: torch.Tensor
 ) -> tuple[DynamicCache, torch.Tensor]:
-    """Rows of `a` then rows of `b` in one left-padded cache and mask."""
+    """Rows of `a` then rows of `b` in one left-padded cache and mask.
+
+    Each row is copied once, right-aligned into a fresh growing buffer (only its padding is zeroed),
+    so the merge costs one pass over the cache and the next decode steps append without a copy.
+    """
     width = max(mask_a.shape[1], mask_b.shape[1])
-    mask = torch.cat([_left_pad(mask_a, width, 1), _left_pad(mask_b, width, 1)], dim=0)
-    tensors = [
-        (
-            torch.cat([_left_pad(keys_a, width, 2), _left_pad(keys_b, width, 2)], dim=0),
-            torch.cat([_left_pad(values_a, width, 2), _left_pad(values_b, width, 2)], dim=0),
-        )
-        for (keys_a, values_a), (keys_b, values_b) in zip(layer_tensors(cache_a), layer_tensors(cache_b))
-    ]
-    return cache_from(tensors), mask
+    rows_a, rows_b = mask_a.shape[0], mask_b.shape[0]
+    mask = mask_a.new_zeros((rows_a + rows_b, width))
+    mask[:rows_a, width - mask_a.shape[1]:] = mask_a
+    mask[rows_a:, width - mask_b.shape[1]:] = mask_b
+    cache = new_cache()
+    for (keys_a, values_a), (keys_b, values_b) in zip(layer_tensors(cache_a), layer_tensors(cache_b)):
+        keys, values = _layer_buffers(keys_a, rows_a + rows_b, width)
+        for buffer, part_a, part_b in ((keys, keys_a, keys_b), (values, values_a, values_b)):
+            pad_a, pad_b = width - part_a.shape[2], width - part_b.shape[2]
+            buffer[:rows_a, :, :pad_a].zero_()
+            buffer[:rows_a, :, pad_a:width] = part_a
+            buffer[rows_a:, :, :pad_b].zero_()
+            buffer[rows_a:, :, pad_b:width] = part_b
+        cache.layers.append(GrowingLayer.over_buffers(keys, values, width))
+    return cache, mask
 
 
 def select_rows(
     cache: DynamicCache, mask: torch.Tensor, keep: torch.Tensor
 ) -> tuple[DynamicCache, torch.Tensor]:
-    """Only the rows at indices `keep`, without the leading columns that are padding in all of them."""
+    """Only the rows at indices `keep`, without the leading columns that are padding in all of them.
+
+    The kept columns are copied once into a fresh growing buffer (no intermediate gather).
+    """
     mask = mask.index_select(0, keep)
     used = mask.any(dim=0).nonzero()
     start = int(used[0]) if used.numel() else mask.shape[1]
     mask = mask[:, start:].contiguous()
-    tensors = [
-        (keys.index_select(0, keep)[:, :, start:], values.index_select(0, keep)[:, :, start:])
-        for keys, values in layer_tensors(cache)
-    ]
-    return cache_from(tensors), mask
+    width = mask.shape[1]
+    rows = [int(row) for row in keep]
+    fresh = new_cache()
+    for keys_old, values_old in layer_tensors(cache):
+        keys, values = _layer_buffers(keys_old, len(rows), width)
+        for buffer, old in ((keys, keys_old), (values, values_old)):
+            for target, row in enumerate(rows):
+                buffer[target, :, :width] = old[row, :, start:]
+        fresh.layers.append(GrowingLayer.over_buffers(keys, values, width))
+    return fresh, mask
 
 
 def row_tensors(cache: DynamicCache, mask: torch.Tensor, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
