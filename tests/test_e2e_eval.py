@@ -235,3 +235,31 @@ def test_task_items_carry_user_properties_into_the_users_junitxml(pytester, tiny
         }
     assert cases["test_parity[q1-s0]"].find("failure") is not None  # the failed task, with its data
     assert not list(cases["test_plain"].iter("property"))
+
+
+def test_eval_temperature_zero_decodes_greedily_whatever_the_training_temperature(pytester, tiny_model_dir):
+    import torch
+
+    from agentcore_rl_harness.models import load_model
+
+    rows = [{"id": f"q{i}", "split": "test", "n": 2 * i, "question": f"What is {i}?"} for i in range(2)]
+    _project(pytester, rows)
+    result = _run(pytester, "--agentcore-rl-set", "sampling.temperature=1.5", "--agentcore-rl-set", "eval.temperature=0")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    records = _records(pytester)
+    model = load_model(tiny_model_dir)
+    for record in records:
+        trace = record["traces"][0]
+        with torch.no_grad():
+            logits = model(torch.tensor([trace["token_ids"]])).logits[0]
+        start = trace["prompt_length"]
+        sampled = [(start + offset, trace["token_ids"][start + offset])
+                   for offset, mask in enumerate(trace["loss_mask"]) if mask]
+        assert len(sampled) >= 2
+        # every token the agent got is the policy's most likely one (T=1.5 on the random tiny model
+        # would almost never pick them all)
+        assert all(int(logits[position - 1].argmax()) == token for position, token in sampled)
+    by_row = {}
+    for record in records:
+        by_row.setdefault(record["row_id"], []).append(record["traces"][0]["token_ids"])
+    assert all(len(ids) == 2 and ids[0] == ids[1] for ids in by_row.values())  # seeds differ, greedy does not
