@@ -127,6 +127,10 @@ def test_the_lift_config_composes_to_the_measured_recipe():
     assert typed.sampling.max_tokens >= 55  # the longest right turn
     loop = typed.trainer.loop
     assert loop.steps * loop.batch_rows <= 60, "RL draws each train row at most once"
+    # run K's recipe (README): greedy evaluations, a 6-step warm-up on 24 demonstrations, then RL
+    assert typed.eval_sampling().temperature == 0 and typed.sampling.temperature == 0.7
+    assert typed.warmup.enabled and (typed.warmup.steps, typed.warmup.max_demonstrations) == (6, 24)
+    assert (loop.steps, loop.batch_rows, loop.group_size) == (6, 2, 8)
 
 
 def run_pack(pytester, agent_name, *sets):
