@@ -261,8 +261,8 @@ class Harness:
             self.runtime = self._given_runtime or build_runtime(self.config, private_dirs=self.private_dirs)
             self.cases = CaseRunner(sessions=gateway.sessions, runtime=self.runtime, settings=CaseSettings(
                 model_id=self.model_id, base_url=self.advertised_url, sampling=self.config.sampling.to_params(),
-                eval_sampling=self.config.eval_sampling(), seed=self.config.seed, agent=self.config.agent, timeout_s=self.config.eval.timeout_s,
-                concurrency=self.config.runtime.concurrency,
+                eval_sampling=self.config.eval_sampling(), seed=self.config.seed, agent=self.config.agent,
+                timeout_s=self.config.eval.timeout_s, concurrency=self.config.runtime.concurrency,
             ), loop=self.loop)
             self._progress(
                 f"agentcore-rl: model {self.config.model.name} ({where}) loaded, gateway at "
