@@ -94,6 +94,20 @@ def test_a_project_adds_its_own_option_to_a_packaged_group(tmp_path):
         compose_config(["eval=nope"], source=configs)
 
 
+
+def test_a_key_the_project_option_leaves_out_can_still_be_set(tmp_path):
+    """mine.yaml has no `temperature` (nor nested keys): Hydra's struct mode alone would refuse
+    `eval.temperature=0` while it is selected; every schema key has a default, so it is added."""
+    configs = _project_configs(tmp_path)
+    typed = compose_config(["eval=mine", "eval.temperature=0"], source=configs).typed
+    assert (typed.eval.temperature, typed.eval.samples) == (0.0, 3)
+    assert compose_config(["eval=mine"], source=configs).typed.eval.temperature is None  # the default
+    # a key the schema does not know is still refused, naming it
+    with pytest.raises(ConfigError, match="temprature"):
+        compose_config(["eval=mine", "eval.temprature=0"], source=configs)
+    with pytest.raises(ConfigError, match=r"eval.temperature=-1.0 must be >= 0"):
+        compose_config(["eval=mine", "eval.temperature=-1"], source=configs)
+
 def test_project_option_selected_from_the_command_line(pytester):
     _project_configs(pytester.path)
     rows = [{"id": f"r{i}", "split": "test"} for i in range(4)]

@@ -218,3 +218,16 @@ def test_summary_marks_the_best_job_and_failures(tmp_path):
     text = render_summary(summary)
     assert "| 1 **best** | `seed=1` | ok | 75.0%" in text and "FAILED (pytest exited 1)" in text
     assert json.loads((tmp_path / "sweep.json").read_text())["best"] == 1
+
+
+def test_a_key_a_project_option_leaves_out_can_be_swept(project):
+    """configs/eval/mine.yaml has no `temperature`; Hydra's struct mode alone would refuse it."""
+    (project / "configs" / "eval").mkdir(parents=True)
+    (project / "configs" / "eval" / "mine.yaml").write_text("split: test\nmax_rows: 1\n")
+    (project / "configs" / "config.yaml").write_text("defaults:\n  - agentcore_rl_base\n  - _self_\n")
+    shown = _sweep(project, "--cfg", "job", "eval=mine", "eval.temperature=0", timeout=120)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    evaluation = OmegaConf.create(shown.stdout)["eval"]
+    assert (evaluation.temperature, evaluation.max_rows) == (0, 1)
+    typo = _sweep(project, "--cfg", "job", "eval=mine", "eval.temprature=0", timeout=120)
+    assert typo.returncode != 0 and "temprature" in typo.stderr

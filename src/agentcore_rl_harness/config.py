@@ -484,7 +484,7 @@ def compose_config(
             context = initialize_config_dir(str(config_dir), version_base=None)
             label = str(source)
         with context:
-            cfg = compose(config_name=config_name, overrides=[*search, *overrides])
+            cfg = compose(config_name=config_name, overrides=[*search, *map(settable_override, overrides)])
             resolved = OmegaConf.to_container(cfg, resolve=True)
     except (HydraException, OmegaConfBaseException) as exc:
         project = source if source is not None and source.is_dir() else None
@@ -521,6 +521,30 @@ def composed_from(resolved: dict[str, Any], *, overrides: typing.Sequence[str], 
     check_agent(typed.agent, typed.runtime.kind)
     check_warmup(typed)
     return ComposedConfig(typed=typed, resolved=resolved, overrides=overrides, source=source)
+
+
+def settable_override(override: str) -> str:
+    """`section.key=value` as `++section.key=value` (add or set) when the key is in the schema.
+
+    A group option a project supplies (`configs/eval/mine.yaml`) replaces the packaged one, so a
+    key it leaves out is missing from the composed node, and Hydra's struct mode refuses to set it
+    ("Could not override 'eval.temperature'"). Every key of the typed schema has a default, so
+    such a key may be added; a key the schema does not know stays a plain override (Hydra's error).
+    """
+    key, sep, _ = override.partition("=")
+    if not sep or key[:1] in "+~" or "@" in key or "." not in key:
+        return override
+    node: Any = HarnessConfig
+    for name in key.split("."):
+        if not (dataclasses.is_dataclass(node) and name in {f.name for f in dataclasses.fields(node)}):
+            return override
+        node = typing.get_type_hints(node)[name]
+    return "++" + override
+
+
+def _as_typed(override: str) -> str:
+    """An override as the user wrote it: without the `++` that `settable_override` added."""
+    return override[2:] if override.startswith("++") and settable_override(override[2:]) == override else override
 
 
 def _explain_hydra_error(exc: Exception, overrides: tuple[str, ...], project: Path | None) -> str:
@@ -639,6 +663,8 @@ def hydra_job(cfg: Any) -> HydraJob:
         number=0 if number is None else int(number),
         settings=OmegaConf.to_object(cfg.sweep),
         resolved=resolved,
-        overrides=tuple(o for o in hydra_cfg.overrides.task if not o.lstrip("+~").startswith("sweep.")),
+        overrides=tuple(
+            _as_typed(o) for o in hydra_cfg.overrides.task if not o.lstrip("+~").startswith("sweep.")
+        ),
         sweep_dir=Path(hydra_cfg.sweep.dir).resolve() if hydra_cfg.mode == RunMode.MULTIRUN else None,
     )

@@ -26,7 +26,7 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from .config import PACKAGED_CONFIG_MODULE, HydraJob, hydra_job
+from .config import PACKAGED_CONFIG_MODULE, HydraJob, hydra_job, settable_override
 from .trackers.base import SWEEP_DIR_ENV, SWEEP_JOB_ENV
 
 APP_CONFIG = "agentcore_rl_sweep"
@@ -126,7 +126,7 @@ def _hydra(argv: list[str], task, hydra) -> int:
     _register()
     app = hydra.main(config_path=str(_config_dir()), config_name=APP_CONFIG, version_base=None)(task)
     saved = sys.argv
-    sys.argv = ["agentcore-rl sweep", *argv,
+    sys.argv = ["agentcore-rl sweep", *(arg if arg.startswith("-") else settable_override(arg) for arg in argv),
                 f"hydra.searchpath=[pkg://{PACKAGED_CONFIG_MODULE}]"]
     try:
         app()
