@@ -5,7 +5,10 @@ Every agent turn joins the sampler's running batch once (`concat_rows`: the turn
 after the running ones) and leaves it once (`select_rows`: the finished row dropped). Both rebuild
 the whole cache. The old path gathered the rows (`torch.cat` / `index_select`: one copy) and then
 copied that into a growing buffer with spare room (`GrowingLayer.update`: a second copy); the
-current one writes each row once, straight into the growing buffer.
+current one writes each row once, straight into the growing buffer. A leave now goes through
+`drop_rows`, which moves the last row into the leaving row's slot in place (one row copied) unless
+trimming leading padding is worth a full copy; its line compares it with `select_rows`. A join
+after such a leave writes the joining row into the freed slot ("join (free slot)").
 
 Shapes are SmolLM2-135M's cache in fp32 (30 layers, 3 KV heads, head dim 64); the batch is `--rows`
 running rows of `--width` columns, as in the office pack's level 1m (16 sessions, ~700-1500 tokens).
@@ -111,6 +114,15 @@ def main() -> int:
     new, old = _kv.select_rows(full, full_mask, keep), old_select_rows(full, full_mask, keep)
     assert torch.equal(new[1], old[1]) and all(torch.equal(a.keys, b.keys) for a, b in zip(new[0].layers, old[0].layers))
 
+    # A leave in place: the same rows as select_rows', reordered (the last row fills the hole).
+    fresh, fresh_mask = _batch(args.rows, args.width, pad=200)
+    kept, kept_mask = _kv.select_rows(fresh, fresh_mask, keep)
+    moved, moved_mask, order = _kv.drop_rows(fresh, fresh_mask, [args.rows // 2])
+    position = {row: index for index, row in enumerate(keep.tolist())}
+    again = torch.tensor([position[row] for row in order])
+    assert torch.equal(moved_mask, kept_mask.index_select(0, again))
+    assert all(torch.equal(a.keys, b.keys.index_select(0, again)) for a, b in zip(moved.layers, kept.layers))
+
     megabytes = 2 * LAYERS * args.rows * HEADS * args.width * DIM * 4 / 1e6
     print(f"cache: {args.rows} rows x {args.width} columns, {megabytes:.0f} MB (fp32, SmolLM2-135M shapes); "
           f"median of {args.repeat}, {torch.get_num_threads()} threads")
@@ -123,6 +135,18 @@ def main() -> int:
         now, then = _time(current, args.repeat), _time(before, args.repeat)
         print(f"{label:<20} one copy {1000 * now:7.1f} ms   two copies (before) {1000 * then:7.1f} ms   "
               f"ratio {then / now:.2f}x")
+    # drop_rows moves the last row into the hole in place, so each timed call drops from a batch
+    # of the same shape (its buffers keep their row count; only the view shrinks).
+    in_place = _time(lambda: _kv.drop_rows(full, full_mask, [args.rows // 2]), args.repeat)
+    copied = _time(lambda: _kv.select_rows(full, full_mask, keep), args.repeat)
+    print(f"{'leave (drop_rows)':<20} in place {1000 * in_place:7.1f} ms   one copy (select_rows) "
+          f"{1000 * copied:7.1f} ms   ratio {copied / in_place:.2f}x")
+    # A join after a leave in place: the joining row goes into the freed slot (running rows stay put).
+    slotted, slotted_mask, _ = _kv.drop_rows(*_batch(args.rows, args.width, pad=200), [args.rows // 2])
+    into_slot = _time(lambda: _kv.concat_rows(slotted, slotted_mask, joining, joining_mask), args.repeat)
+    copied = _time(lambda: _kv.concat_rows(running, running_mask, joining, joining_mask), args.repeat)
+    print(f"{'join (free slot)':<20} in place {1000 * into_slot:7.1f} ms   one copy (concat_rows) "
+          f"{1000 * copied:7.1f} ms   ratio {copied / into_slot:.2f}x")
     return 0
 
 

@@ -152,3 +152,88 @@ def test_a_dropped_and_reordered_batch_decodes_like_full_forwards(model):
     logits, _ = _step_logits(model, cache, mask, kept, [4, 5])
     torch.testing.assert_close(logits[0], _reference(model, prompts[2] + [4]), atol=1e-4, rtol=0)
     torch.testing.assert_close(logits[1], _reference(model, prompts[0] + [5]), atol=1e-4, rtol=0)
+
+
+def _drop(*args):
+    with torch.inference_mode():  # as in the sampler: the cache holds inference tensors, edited in place
+        return _kv.drop_rows(*args)
+
+
+def _concat(*args):
+    with torch.inference_mode():
+        return _kv.concat_rows(*args)
+
+
+def _check_decodes(model, cache, mask, prompts, next_ids):
+    logits, _ = _step_logits(model, cache, mask, prompts, next_ids)
+    for row, (prompt, next_id) in enumerate(zip(prompts, next_ids)):
+        torch.testing.assert_close(logits[row], _reference(model, prompt + [next_id]), atol=1e-4, rtol=0)
+
+
+def test_drop_rows_moves_the_last_rows_into_the_holes_in_place(model):
+    prompts = [[5, 6, 7, 8, 9, 10, 11], [20, 21, 22, 23, 24, 25], [30, 31, 32, 33, 34], [40, 41, 42, 43, 44, 45]]
+    cache, mask = _prefill(model, prompts)
+    store = cache.layers[0]._key_buffer.data_ptr()
+
+    dropped, dropped_mask, order = _drop(cache, mask, [1])
+
+    assert order == [0, 3, 2]  # the last row took the hole; nothing else moved
+    assert dropped.layers[0]._key_buffer.data_ptr() == store  # no new buffers
+    assert dropped_mask.tolist() == mask[[0, 3, 2]].tolist()
+    _check_decodes(model, dropped, dropped_mask, [prompts[i] for i in order], [1, 2, 3])
+    # two leave at once: the kept rows past the new end fill the holes below it
+    cache, mask = _prefill(model, prompts)
+    dropped, dropped_mask, order = _drop(cache, mask, [0, 2])
+    assert order == [3, 1]
+    _check_decodes(model, dropped, dropped_mask, [prompts[i] for i in order], [4, 5])
+
+
+def test_drop_rows_copies_and_trims_when_the_longest_row_leaves(model):
+    prompts = [list(range(50, 62)), [20, 21], [30, 31, 32]]
+    cache, mask = _prefill(model, prompts)
+
+    dropped, dropped_mask, order = _drop(cache, mask, [0])
+
+    assert order == [1, 2] and dropped_mask.tolist() == [[0, 1, 1], [1, 1, 1]]  # 9 padding columns gone
+    assert dropped.layers[0]._key_buffer.data_ptr() != cache.layers[0]._key_buffer.data_ptr()
+    _check_decodes(model, dropped, dropped_mask, prompts[1:], [4, 5])
+
+
+def test_rows_joining_reuse_the_slots_rows_left_in_place(model):
+    prompts = [[5, 6, 7, 8, 9, 10, 11], [20, 21, 22, 23, 24, 25], [30, 31, 32, 33, 34], [40, 41, 42, 43, 44, 45]]
+    cache, mask = _prefill(model, prompts)
+    store = cache.layers[0]._key_buffer.data_ptr()
+    running, running_mask, order = _drop(cache, mask, [1, 2])
+    kept = [prompts[i] for i in order]
+    narrow = [[60, 61, 62], [70, 71]]
+    joining, joining_mask = _prefill(model, narrow)
+
+    joined, joined_mask = _concat(running, running_mask, joining, joining_mask)
+
+    assert joined.layers[0]._key_buffer.data_ptr() == store  # into the free slots: no new buffers
+    assert joined_mask.tolist() == running_mask.tolist() + [[0] * 4 + [1] * 3, [0] * 5 + [1] * 2]
+    keys = joined.layers[0].keys
+    # the columns the join padded are zeros, not the stale rows that left (row 3 came from a batch
+    # of width 3 where it already had one padding column)
+    assert (keys[2, :, :4] == 0).all() and (keys[3, :, :4] == 0).all()
+    _check_decodes(model, joined, joined_mask, kept + narrow, [1, 2, 3, 4])
+    # a fifth row has no free slot: a fresh buffer, still right
+    cache, mask = _prefill(model, prompts)
+    running, running_mask, order = _drop(cache, mask, [1])
+    extra, extra_mask = _prefill(model, narrow)
+    joined, joined_mask = _concat(running, running_mask, extra, extra_mask)
+    assert joined.layers[0]._key_buffer.data_ptr() != store
+    _check_decodes(model, joined, joined_mask, [prompts[i] for i in order] + narrow, [1, 2, 3, 4, 5])
+
+
+def test_rows_wider_than_the_running_batch_join_through_a_fresh_buffer(model):
+    prompts = [[5, 6, 7], [20, 21, 22]]
+    cache, mask = _prefill(model, prompts)
+    running, running_mask, _ = _drop(cache, mask, [1])
+    wide = [list(range(80, 88))]
+    joining, joining_mask = _prefill(model, wide)
+
+    joined, joined_mask = _concat(running, running_mask, joining, joining_mask)
+
+    assert joined_mask.tolist() == [[0] * 5 + [1] * 3, [1] * 8]
+    _check_decodes(model, joined, joined_mask, [prompts[0]] + wide, [1, 2])

@@ -5,7 +5,8 @@ plus a [batch, seq] attention mask, left-padded so every row's newest token sits
 A row may also have padding columns in the middle (a cached prefix, then padding, then the prompt
 tail prefilled with it); the mask and position ids make them invisible, as for left padding.
 `concat_rows` merges two such batches (left-padding the shorter along seq); `select_rows` keeps some
-rows and trims the columns that became padding for every remaining row. `row_tensors` copies one
+rows and trims the columns that became padding for every remaining row; `drop_rows` lets rows
+leave in place, moving the last rows into their slots. `row_tensors` copies one
 row's real positions out (for the prefix cache) and `cache_with_prefixes` builds a batch from such
 copies. Decode steps append in place into spare capacity (`GrowingLayer`) instead of
 re-concatenating the whole cache each token, and a merge or a drop copies each kept row once,
@@ -23,8 +24,11 @@ class GrowingLayer(DynamicLayer):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._key_buffer: torch.Tensor | None = None
+        self._key_buffer: torch.Tensor | None = None  # the batch's rows: [rows, heads, capacity, dim]
         self._value_buffer: torch.Tensor | None = None
+        # The buffers these rows are the first of (None: the buffers themselves). Rows that left in
+        # place (`drop_rows`) free the slots after them, which rows joining in place (`concat_rows`) reuse.
+        self._stores: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
@@ -41,13 +45,22 @@ class GrowingLayer(DynamicLayer):
         return self.keys, self.values
 
     @classmethod
-    def over_buffers(cls, key_buffer: torch.Tensor, value_buffer: torch.Tensor, length: int) -> "GrowingLayer":
-        """A layer holding the first `length` columns of these buffers, growing into the rest."""
+    def over_buffers(
+        cls, key_buffer: torch.Tensor, value_buffer: torch.Tensor, length: int,
+        stores: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> "GrowingLayer":
+        """A layer holding the first `length` columns of these buffers, growing into the rest;
+        `stores`: the larger buffers whose first rows these are."""
         layer = cls()
         layer.lazy_initialization(key_buffer, value_buffer)
         layer._key_buffer, layer._value_buffer = key_buffer, value_buffer
+        layer._stores = stores
         layer.keys, layer.values = key_buffer[:, :, :length], value_buffer[:, :, :length]
         return layer
+
+    def stores(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The (keys, values) buffers whose first rows this layer's rows are."""
+        return self._stores or (self._key_buffer, self._value_buffer)
 
     def _reserve(self, key_states: torch.Tensor, value_states: torch.Tensor, length: int, capacity: int) -> None:
         def grown(old: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
@@ -59,6 +72,7 @@ class GrowingLayer(DynamicLayer):
 
         self._key_buffer = grown(self.keys, key_states)
         self._value_buffer = grown(self.values, value_states)
+        self._stores = None
 
 
 def new_cache() -> DynamicCache:
@@ -100,9 +114,13 @@ def concat_rows(
 
     Each row is copied once, right-aligned into a fresh growing buffer (only its padding is zeroed),
     so the merge costs one pass over the cache and the next decode steps append without a copy.
+    When rows of `a` left in place (`drop_rows`) and `b` is no wider than `a`, b's rows go into
+    those free slots instead and a's rows are not copied at all.
     """
     width = max(mask_a.shape[1], mask_b.shape[1])
     rows_a, rows_b = mask_a.shape[0], mask_b.shape[0]
+    if _has_free_slots(cache_a, rows_a + rows_b, mask_a.shape[1]) and mask_b.shape[1] <= mask_a.shape[1]:
+        return _join_in_place(cache_a, mask_a, cache_b, mask_b)
     mask = mask_a.new_zeros((rows_a + rows_b, width))
     mask[:rows_a, width - mask_a.shape[1]:] = mask_a
     mask[rows_a:, width - mask_b.shape[1]:] = mask_b
@@ -117,6 +135,46 @@ def concat_rows(
             buffer[rows_a:, :, pad_b:width] = part_b
         cache.layers.append(GrowingLayer.over_buffers(keys, values, width))
     return cache, mask
+
+
+def _in_place_layers(cache: DynamicCache, rows: int, width: int) -> bool:
+    """Every layer a `GrowingLayer` of exactly `rows` rows x `width` columns, over buffers it owns."""
+    return all(
+        isinstance(layer, GrowingLayer) and layer._key_buffer is not None
+        and layer._key_buffer.shape[0] == rows and layer.keys.shape[2] == width
+        for layer in cache.layers
+    )
+
+
+def _has_free_slots(cache: DynamicCache, rows: int, width: int) -> bool:
+    """True when the cache's layers sit over stores with room for `rows` rows (some left in place)."""
+    return bool(cache.layers) and all(
+        isinstance(layer, GrowingLayer) and layer._key_buffer is not None and layer.keys.shape[2] == width
+        and layer.stores()[0].shape[0] >= rows
+        for layer in cache.layers
+    )
+
+
+def _join_in_place(
+    cache_a: DynamicCache, mask_a: torch.Tensor, cache_b: DynamicCache, mask_b: torch.Tensor
+) -> tuple[DynamicCache, torch.Tensor]:
+    """`concat_rows` when b's rows fit in the free slots after a's rows and in a's width: only b's
+    rows are copied (right-aligned, their padding zeroed); a's rows stay where they are."""
+    (rows_a, width), (rows_b, width_b) = mask_a.shape, mask_b.shape
+    rows, pad = rows_a + rows_b, width - width_b
+    mask = mask_a.new_zeros((rows, width))
+    mask[:rows_a] = mask_a
+    mask[rows_a:, pad:] = mask_b
+    joined = new_cache()
+    for layer_a, (keys_b, values_b) in zip(cache_a.layers, layer_tensors(cache_b)):
+        key_store, value_store = layer_a.stores()
+        for store, part in ((key_store, keys_b), (value_store, values_b)):
+            store[rows_a:rows, :, :pad].zero_()
+            store[rows_a:rows, :, pad:width] = part
+        joined.layers.append(
+            GrowingLayer.over_buffers(key_store[:rows], value_store[:rows], width, (key_store, value_store))
+        )
+    return joined, mask
 
 
 def select_rows(
@@ -140,6 +198,44 @@ def select_rows(
                 buffer[target, :, :width] = old[row, :, start:]
         fresh.layers.append(GrowingLayer.over_buffers(keys, values, width))
     return fresh, mask
+
+
+def drop_rows(
+    cache: DynamicCache, mask: torch.Tensor, leaving: list[int]
+) -> tuple[DynamicCache, torch.Tensor, list[int]]:
+    """The batch without the rows at indices `leaving` (some row must stay): (cache, mask, order),
+    where new row j is old row `order[j]`.
+
+    A row leaves at the end of every turn, so this runs about as often as rows join. Usually each
+    kept row past the new end moves into a leaving row's slot, in place, and the buffers are kept:
+    only those rows are copied. When the rows that stay would have more than a quarter of the width
+    as leading padding (the longest rows left), `select_rows` copies them into fresh buffers
+    without those columns instead.
+    """
+    total, width = mask.shape
+    gone = set(leaving)
+    keep = [row for row in range(total) if row not in gone]
+    used = mask.index_select(0, torch.tensor(keep)).any(dim=0).nonzero()
+    start = int(used[0]) if used.numel() else width
+    if 4 * start > width or not _in_place_layers(cache, total, width):
+        fresh, kept_mask = select_rows(cache, mask, torch.tensor(keep))
+        return fresh, kept_mask, keep
+    count = len(keep)
+    order = list(range(count))
+    holes = [row for row in sorted(gone) if row < count]
+    movers = [row for row in keep if row >= count]
+    for source, target in zip(movers, holes):
+        order[target] = source
+    moved = new_cache()
+    for layer in cache.layers:
+        key_store, value_store = layer.stores()
+        for store in (key_store, value_store):
+            for source, target in zip(movers, holes):
+                store[target, :, :width] = store[source, :, :width]
+        moved.layers.append(
+            GrowingLayer.over_buffers(key_store[:count], value_store[:count], width, (key_store, value_store))
+        )
+    return moved, mask.index_select(0, torch.tensor(order)), order
 
 
 def row_tensors(cache: DynamicCache, mask: torch.Tensor, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:

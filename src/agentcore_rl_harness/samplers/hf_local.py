@@ -553,13 +553,13 @@ class HFLocalSampler:
         if not leaving:
             return batch
         self._release(len(leaving))
-        keep = [index for index, row in enumerate(batch.rows) if row not in leaving]
-        if not keep:
+        gone = [index for index, row in enumerate(batch.rows) if row in leaving]
+        if len(gone) == len(batch.rows):
             return None
-        index = torch.tensor(keep)
-        cache, attention_mask = _kv.select_rows(batch.cache, batch.attention_mask, index)
+        cache, attention_mask, order = _kv.drop_rows(batch.cache, batch.attention_mask, gone)
+        index = torch.tensor(order)
         return _Batch(
-            [batch.rows[i] for i in keep],
+            [batch.rows[i] for i in order],
             cache,
             attention_mask,
             batch.positions.index_select(0, index),
