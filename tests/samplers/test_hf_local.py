@@ -579,3 +579,44 @@ def test_score_reuses_the_cached_conversation_and_matches_a_plain_forward_pass(m
             torch.testing.assert_close(torch.tensor(scored), expected, atol=1e-4, rtol=0)
     finally:
         sampler.close()
+
+
+def test_a_bfloat16_model_is_served_with_fp32_attention_over_an_fp32_cache(tiny_model_dir):
+    """CPU flash attention in bfloat16 is several times slower than in fp32 (README: "Where a decode
+    step goes"): the sampler keeps the cache in fp32 and runs attention in fp32, matmuls in bf16."""
+    from agentcore_rl_harness.samplers import _fp32_attention, _kv
+
+    model = load_model(tiny_model_dir, dtype="bfloat16")
+    sampler = HFLocalSampler(model, batch_wait_s=0.02)
+    try:
+        requests = [(_prompt(length, seed), SamplingParams(temperature=temperature, max_tokens=6, seed=seed))
+                    for seed, (length, temperature) in enumerate(zip([3, 11, 20], [1.0, 0.0, 0.7]))]
+        results = _sample_all(sampler, requests)
+    finally:
+        sampler.close()
+    assert model.config._attn_implementation == _fp32_attention.NAME
+    for (prompt, params), result in zip(requests, results):
+        # the reference: one plain forward of the same bf16 model over an fp32 cache
+        cache = _kv.new_cache(float32=True)
+        sequence = list(prompt) + list(result.token_ids)
+        with torch.inference_mode():
+            logits = model(torch.tensor([sequence]), cache=cache, use_cache=True).logits[0].float()
+        assert cache.layers[0].keys.dtype == torch.float32
+        logits = logits[len(prompt) - 1 : -1]
+        expected = torch.log_softmax(logits / (params.temperature or 1.0), dim=-1)
+        expected = expected.gather(-1, torch.tensor(result.token_ids)[:, None])[:, 0]
+        torch.testing.assert_close(torch.tensor(result.logprobs), expected, atol=2e-2, rtol=0)
+
+
+def test_fp32_attention_leaves_a_forward_without_cache_and_fp32_models_alone(tiny_model_dir, model):
+    from agentcore_rl_harness.samplers import _fp32_attention
+
+    assert not _fp32_attention.low_precision(model)  # fp32: served as it is
+    bf16 = load_model(tiny_model_dir, dtype="bfloat16")
+    ids = torch.tensor([_prompt(12, 3)])
+    with torch.inference_mode():
+        before = bf16(ids).logits
+        _fp32_attention.use_fp32_attention(bf16)
+        after = bf16(ids).logits  # no cache: keys are bf16, so attention is plain bf16 SDPA
+    assert _fp32_attention.low_precision(bf16)
+    assert torch.equal(before, after)

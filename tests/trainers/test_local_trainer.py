@@ -210,6 +210,44 @@ def test_the_sampler_decodes_the_merged_copy_or_the_adapted_model(tiny_model_dir
         sampler.close()
 
 
+def test_serve_dtype_bfloat16_serves_a_bf16_merged_copy_that_tracks_the_policy(tiny_model_dir):
+    """trainer.serve_dtype=bfloat16: the sampler decodes a bfloat16 merged copy (fp32 attention over
+    an fp32 cache, `_fp32_attention.py`) whose logits follow the fp32 policy's to bf16 precision;
+    the policy itself stays fp32."""
+    from agentcore_rl_harness.samplers import _fp32_attention
+
+    sampler = HFLocalSampler(load_model(tiny_model_dir), batch_wait_s=0.01)
+    try:
+        trainer = LocalTrainer(sampler.model, sampler=sampler, config=_config(serve_dtype="bfloat16"))
+        assert next(sampler.model.parameters()).dtype == torch.bfloat16
+        assert next(trainer.policy_model.parameters()).dtype == torch.float32
+        prompt = _prompt(10, 5)
+        good, bad = _traces(sampler, [prompt, prompt], seed=3)  # sampled from the bf16 copy
+        assert sampler.model.config._attn_implementation == _fp32_attention.NAME
+        ids = torch.tensor([list(good.token_ids)])
+        with torch.no_grad():
+            before = sampler.model(input_ids=ids).logits.float()
+        _step(trainer, [_pair_group("g", good, bad)])
+        with torch.no_grad():
+            served, policy = sampler.model(input_ids=ids).logits.float(), trainer.policy_model(input_ids=ids).logits
+        assert not torch.allclose(served, before, atol=1e-3)  # the update reached the copy
+        # bf16 weights: the logits agree to bf16's ~3 significant digits, not to fp32's
+        scale = policy.abs().max().item()
+        assert (served - policy).abs().max().item() < 0.02 * scale, (scale, (served - policy).abs().max())
+    finally:
+        sampler.close()
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    (dict(serve_dtype="int8"), "trainer.serve_dtype='int8'; valid choices: null, bfloat16, float16"),
+    (dict(serve_dtype="bfloat16", serve_merged=False), "needs the merged serving copy"),
+    (dict(serve_dtype="bfloat16", finetune="full"), "needs the merged serving copy"),
+])
+def test_bad_serve_dtype_is_a_config_error(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        _config(**changes)
+
+
 def test_micro_batches_give_the_same_update(tiny_model_dir, sampler):
     prompts = [_prompt(length, seed) for seed, length in enumerate([4, 12, 20, 6])]
     traces = _traces(sampler, prompts, max_tokens=8)

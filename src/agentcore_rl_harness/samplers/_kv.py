@@ -30,7 +30,12 @@ class GrowingLayer(DynamicLayer):
         # place (`drop_rows`) free the slots after them, which rows joining in place (`concat_rows`) reuse.
         self._stores: tuple[torch.Tensor, torch.Tensor] | None = None
 
+    store_dtype: torch.dtype | None = None  # keys/values are kept in this dtype (None: as computed)
+
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        dtype = self.store_dtype if self._key_buffer is None else self._key_buffer.dtype
+        if dtype is not None and key_states.dtype != dtype:  # a bf16 model's new columns, kept in fp32
+            key_states, value_states = key_states.to(dtype), value_states.to(dtype)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         length = self.get_seq_length()
@@ -75,10 +80,17 @@ class GrowingLayer(DynamicLayer):
         self._stores = None
 
 
-def new_cache() -> DynamicCache:
-    """An empty cache whose layers (created on first use) are `GrowingLayer`s."""
+class Float32Layer(GrowingLayer):
+    """A `GrowingLayer` that keeps keys and values in fp32 whatever the model computes them in: a
+    bfloat16 model's attention then runs in fp32 (`_fp32_attention.py`)."""
+
+    store_dtype = torch.float32
+
+
+def new_cache(float32: bool = False) -> DynamicCache:
+    """An empty cache whose layers (created on first use) are `GrowingLayer`s (`Float32Layer`s)."""
     cache = DynamicCache()
-    cache.layer_class_to_replicate = GrowingLayer
+    cache.layer_class_to_replicate = Float32Layer if float32 else GrowingLayer
     return cache
 
 
@@ -248,17 +260,19 @@ def row_tensors(cache: DynamicCache, mask: torch.Tensor, row: int) -> list[tuple
 
 
 def cache_with_prefixes(
-    prefixes: list[list[tuple[torch.Tensor, torch.Tensor]] | None], lengths: list[int], *, spare: int = 0
+    prefixes: list[list[tuple[torch.Tensor, torch.Tensor]] | None], lengths: list[int], *, spare: int = 0,
+    float32: bool = False,
 ) -> tuple[DynamicCache, torch.Tensor]:
     """A left-padded cache and mask whose row i holds the first `lengths[i]` positions of `prefixes[i]`.
 
     Rows without a prefix (None, length 0) are all padding. `spare` reserves room for that many
-    more columns, so the prefill that follows appends without reallocating.
+    more columns, so the prefill that follows appends without reallocating. `float32`: an empty
+    cache (no prefix at all) keeps what the model adds in fp32 (prefixes already are).
     """
     width = max(lengths)
     mask = torch.zeros((len(lengths), width), dtype=torch.long)
     if width == 0:
-        return new_cache(), mask
+        return new_cache(float32), mask
     template = next(prefix for prefix in prefixes if prefix is not None)
     cache = new_cache()
     for layer_index, (keys_like, _) in enumerate(template):

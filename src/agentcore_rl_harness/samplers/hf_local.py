@@ -53,7 +53,7 @@ from ..records import FinishReason, SampleResult, SamplingParams
 try:
     import torch
 
-    from . import _kv, _prefix_cache
+    from . import _fp32_attention, _kv, _prefix_cache
     from .decoding import cache_arguments, draw, tempered_logprobs, validate_params
 except ImportError as exc:  # pragma: no cover - exercised only without the [local] extra
     raise MissingDependencyError(
@@ -183,7 +183,7 @@ class HFLocalSampler:
         self._state = threading.Condition()
         self._in_flight = 0
         self._swaps_pending = 0
-        self._forward_spec: tuple[Any, str, dict[str, Any]] | None = None
+        self._forward_spec: tuple[Any, str, dict[str, Any], bool] | None = None
         self._worker = threading.Thread(target=self._run, name="hf-local-sampler", daemon=True)
         self._worker.start()
         start_heap_trimmer()  # KV rows of changing sizes otherwise fragment glibc's heap (heap.py)
@@ -284,8 +284,8 @@ class HFLocalSampler:
             self._drop_stale_cache()
             cached, payload = self._lookup(prompt)  # at most len(prompt) - 1: its last token is fed
             tail = full[cached:]
-            cache, past_mask = _kv.cache_with_prefixes([payload], [cached], spare=len(tail))
-            cache_arg, extra = self._forward_arguments(model)
+            cache_arg, extra, float32 = self._forward_arguments(model)
+            cache, past_mask = _kv.cache_with_prefixes([payload], [cached], spare=len(tail), float32=float32)
             keep = len(completion) + 1  # logits at the last prompt position and the completion's
             mask = torch.cat([past_mask, past_mask.new_ones((1, len(tail)))], dim=-1)  # one row, no padding
             output = model(
@@ -406,15 +406,21 @@ class HFLocalSampler:
             return None
         return batch
 
-    def _forward_arguments(self, model: Any) -> tuple[str, dict[str, Any]]:
-        """`cache_arguments(model)`, inspected once per model."""
+    def _forward_arguments(self, model: Any) -> tuple[str, dict[str, Any], bool]:
+        """`cache_arguments(model)` and whether its KV cache is kept in fp32, once per model.
+
+        A bfloat16 / float16 model is served with fp32 attention over an fp32 KV cache
+        (`_fp32_attention.py`: faster on CPUs without native bfloat16, and exact attention)."""
         if self._forward_spec is None or self._forward_spec[0] is not model:
-            self._forward_spec = (model, *cache_arguments(model))
-        return self._forward_spec[1], self._forward_spec[2]
+            float32 = _fp32_attention.low_precision(model)
+            if float32:
+                _fp32_attention.use_fp32_attention(model)
+            self._forward_spec = (model, *cache_arguments(model), float32)
+        return self._forward_spec[1], self._forward_spec[2], self._forward_spec[3]
 
     def _forward(self, **inputs: Any) -> torch.Tensor:
         model = self.model
-        cache_arg, extra = self._forward_arguments(model)
+        cache_arg, extra, _ = self._forward_arguments(model)
         cache = inputs.pop("cache")
         output = model(**inputs, use_cache=True, **{cache_arg: cache}, **extra)
         self.forward_calls += 1
@@ -479,7 +485,10 @@ class HFLocalSampler:
         cached = [length for length, _ in hits]
         tails = [prompt[length:] for prompt, (length, _) in zip(prompts, hits)]
         width = max(len(tail) for tail in tails)
-        cache, past_mask = _kv.cache_with_prefixes([payload for _, payload in hits], cached, spare=width)
+        float32 = self._forward_arguments(self.model)[2]
+        cache, past_mask = _kv.cache_with_prefixes(
+            [payload for _, payload in hits], cached, spare=width, float32=float32
+        )
         input_ids = torch.zeros((len(prompts), width), dtype=torch.long)
         tail_mask = torch.zeros_like(input_ids)
         for index, tail in enumerate(tails):

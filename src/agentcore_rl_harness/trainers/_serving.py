@@ -5,7 +5,10 @@ Linear. At the batch sizes rollouts run on a CPU that is a large share of the wo
 sampling 16 rows of 900-token prompts and 48 new tokens gave 1.28x the tokens/s merged
 (`bench/serving.py`, 2 cores). With `trainer.serve_merged` the trainer keeps a plain copy of the
 base model and, after each update, writes `W + scale * B @ A` into it; the in-process sampler
-decodes that copy. The cost is one more copy of the model's weights in memory.
+decodes that copy. The cost is one more copy of the model's weights in memory. `trainer.serve_dtype:
+bfloat16` keeps that copy in bfloat16 (the merge is summed in the policy's precision, then cast),
+and the sampler serves a bfloat16 model with fp32 attention over an fp32 KV cache
+(`samplers/_fp32_attention.py`).
 """
 
 from __future__ import annotations
@@ -18,8 +21,12 @@ class MergedCopy:
     """A plain copy of a model (taken before peft injects its adapters) that `refresh` keeps equal
     to the adapted model, with every adapter merged."""
 
-    def __init__(self, base_model: Any) -> None:
+    def __init__(self, base_model: Any, dtype: str | None = None) -> None:
         self.model = copy.deepcopy(base_model).eval().requires_grad_(False)
+        if dtype is not None:  # e.g. bfloat16: the sampler then runs attention in fp32
+            import torch
+
+            self.model = self.model.to(getattr(torch, dtype))
         self._targets: list[tuple[Any, Any]] | None = None
 
     def refresh(self, peft_model: Any) -> Any:
@@ -39,8 +46,9 @@ class MergedCopy:
                                  "trainer.lora_target_modules, or set trainer.serve_merged=false")
         with torch.no_grad():
             for layer, target in self._targets:
-                target.weight.copy_(layer.get_base_layer().weight)
+                merged = layer.get_base_layer().weight.clone()  # never add into the policy's own weight
                 for adapter in layer.active_adapters:
                     if adapter in layer.lora_A:
-                        target.weight.add_(layer.get_delta_weight(adapter).to(target.weight.dtype))
+                        merged.add_(layer.get_delta_weight(adapter).to(merged.dtype))
+                target.weight.copy_(merged)  # summed in the policy's precision, then cast once
         return self.model

@@ -81,6 +81,9 @@ class LocalTrainerConfig:
     """LoRA: the in-process sampler decodes a copy of the model with the adapters merged into its
     weights (`_serving.py`: faster decoding, one more copy of the weights in memory); false: it
     decodes the adapted model itself."""
+    serve_dtype: str | None = None
+    """LoRA with serve_merged: the merged copy's dtype. bfloat16 halves the weight bytes a decode
+    step reads (the sampler keeps attention and its KV cache in fp32); null = the model's dtype."""
 
     def __post_init__(self) -> None:
         if self.finetune not in FINETUNE_MODES:
@@ -102,6 +105,16 @@ class LocalTrainerConfig:
             raise ConfigError(
                 f"trainer.autocast_dtype={self.autocast_dtype!r}; valid choices: null, bfloat16, "
                 "float16"
+            )
+        if self.serve_dtype not in (None, "bfloat16", "float16"):
+            raise ConfigError(
+                f"trainer.serve_dtype={self.serve_dtype!r}; valid choices: null, bfloat16, float16"
+            )
+        if self.serve_dtype is not None and not (self.finetune == "lora" and self.serve_merged):
+            raise ConfigError(
+                f"trainer.serve_dtype={self.serve_dtype} needs the merged serving copy: set "
+                "trainer.finetune=lora and trainer.serve_merged=true, or trainer.serve_dtype=null "
+                "(model.dtype sets the dtype of the one shared model)"
             )
         if self.finetune == "lora" and (self.lora_rank < 1 or not self.lora_target_modules):
             raise ConfigError(
@@ -146,7 +159,7 @@ class LocalTrainer:
         self._merged = None
         if self.config.finetune == "lora":
             if self.config.serve_merged and sampler is not None:
-                self._merged = _serving.MergedCopy(model)
+                self._merged = _serving.MergedCopy(model, dtype=self.config.serve_dtype)
             lora = peft.LoraConfig(
                 r=self.config.lora_rank,
                 lora_alpha=self.config.lora_alpha,
