@@ -15,12 +15,16 @@ straight into a fresh buffer with spare room (it runs once per turn joining or l
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 
 class GrowingLayer(DynamicLayer):
     """A `DynamicLayer` that appends into a buffer with spare room along seq (amortised O(1) per step)."""
+
+    store_dtype: torch.dtype | None = None  # keys/values are kept in this dtype (None: as computed)
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -29,8 +33,6 @@ class GrowingLayer(DynamicLayer):
         # The buffers these rows are the first of (None: the buffers themselves). Rows that left in
         # place (`drop_rows`) free the slots after them, which rows joining in place (`concat_rows`) reuse.
         self._stores: tuple[torch.Tensor, torch.Tensor] | None = None
-
-    store_dtype: torch.dtype | None = None  # keys/values are kept in this dtype (None: as computed)
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         dtype = self.store_dtype if self._key_buffer is None else self._key_buffer.dtype
@@ -131,7 +133,8 @@ def concat_rows(
     """
     width = max(mask_a.shape[1], mask_b.shape[1])
     rows_a, rows_b = mask_a.shape[0], mask_b.shape[0]
-    if _has_free_slots(cache_a, rows_a + rows_b, mask_a.shape[1]) and mask_b.shape[1] <= mask_a.shape[1]:
+    free_slots = _movable(cache_a, mask_a.shape[1], lambda layer: layer.stores()[0].shape[0] >= rows_a + rows_b)
+    if free_slots and mask_b.shape[1] <= mask_a.shape[1]:
         return _join_in_place(cache_a, mask_a, cache_b, mask_b)
     mask = mask_a.new_zeros((rows_a + rows_b, width))
     mask[:rows_a, width - mask_a.shape[1]:] = mask_a
@@ -149,20 +152,12 @@ def concat_rows(
     return cache, mask
 
 
-def _in_place_layers(cache: DynamicCache, rows: int, width: int) -> bool:
-    """Every layer a `GrowingLayer` of exactly `rows` rows x `width` columns, over buffers it owns."""
-    return all(
-        isinstance(layer, GrowingLayer) and layer._key_buffer is not None
-        and layer._key_buffer.shape[0] == rows and layer.keys.shape[2] == width
-        for layer in cache.layers
-    )
-
-
-def _has_free_slots(cache: DynamicCache, rows: int, width: int) -> bool:
-    """True when the cache's layers sit over stores with room for `rows` rows (some left in place)."""
+def _movable(cache: DynamicCache, width: int, rows_fit: Any) -> bool:
+    """Every layer a `GrowingLayer` of `width` columns over buffers whose store row count satisfies
+    `rows_fit` (so rows can move within it or join it in place)."""
     return bool(cache.layers) and all(
         isinstance(layer, GrowingLayer) and layer._key_buffer is not None and layer.keys.shape[2] == width
-        and layer.stores()[0].shape[0] >= rows
+        and rows_fit(layer)
         for layer in cache.layers
     )
 
@@ -227,10 +222,11 @@ def drop_rows(
     total, width = mask.shape
     gone = set(leaving)
     keep = [row for row in range(total) if row not in gone]
-    used = mask.index_select(0, torch.tensor(keep)).any(dim=0).nonzero()
+    kept = torch.tensor(keep)
+    used = mask.index_select(0, kept).any(dim=0).nonzero()
     start = int(used[0]) if used.numel() else width
-    if 4 * start > width or not _in_place_layers(cache, total, width):
-        fresh, kept_mask = select_rows(cache, mask, torch.tensor(keep))
+    if 4 * start > width or not _movable(cache, width, lambda layer: layer._key_buffer.shape[0] == total):
+        fresh, kept_mask = select_rows(cache, mask, kept)
         return fresh, kept_mask, keep
     count = len(keep)
     order = list(range(count))
