@@ -138,8 +138,44 @@ async def test_limits_bound_a_session_process():
 
 def _run_as_session(isolation, workdir: Path, script: str) -> subprocess.CompletedProcess:
     plan = isolation.launch(["sh", "-c", script], workdir=workdir)
-    return subprocess.run(plan.argv, cwd=workdir, preexec_fn=plan.preexec, capture_output=True,
-                          text=True, timeout=30, env={"PATH": os.environ["PATH"]})
+    return subprocess.run(plan.argv, cwd=workdir, capture_output=True, text=True, timeout=30,
+                          env={"PATH": os.environ["PATH"]}, **plan.popen_kwargs())
+
+
+_SESSION_REPORT = ('exec python3 -c "import os, resource; print(os.getsid(0) == os.getpid(), '
+                   '[resource.getrlimit(r)[0] for r in (resource.RLIMIT_AS, resource.RLIMIT_FSIZE, '
+                   'resource.RLIMIT_NOFILE)])"')
+
+
+@pytest.mark.parametrize("with_prlimit", [True, False], ids=["prlimit-vfork", "preexec-fallback"])
+def test_session_commands_get_their_own_session_and_limits_either_way(tmp_path, monkeypatch, with_prlimit):
+    """The plan needs no Python between fork and exec when util-linux's prlimit is there (so the
+    harness spawns with vfork, not a page-table copy); without it, the preexec does the same."""
+    from agentcore_rl_harness.runtimes import isolation as module
+
+    if with_prlimit and module._prlimit() is None:
+        pytest.fail("util-linux's prlimit is missing on this machine (apt-get install util-linux)")
+    if not with_prlimit:
+        monkeypatch.setattr(module, "_prlimit", lambda: None)
+    limits = SandboxLimits(memory_mb=3000, file_size_mb=5, open_files=77, processes=None)
+    isolation = NoIsolation(limits)
+    for plan in (isolation.launch(["sh", "-c", _SESSION_REPORT], workdir=tmp_path),
+                 isolation.enter(["sh", "-c", _SESSION_REPORT], host_pid=os.getpid(), cwd=str(tmp_path))):
+        assert (plan.preexec is None) == with_prlimit
+        assert plan.new_session == with_prlimit
+        done = subprocess.run(plan.argv, cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                              **plan.popen_kwargs())
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split("\n")[0] == f"True [{3000 * 2**20}, {5 * 2**20}, 77]"
+
+
+def test_no_limits_still_start_a_new_session(tmp_path):
+    plan = NoIsolation(SandboxLimits(memory_mb=None, file_size_mb=None, open_files=None,
+                                     processes=None)).launch(["sh", "-c", _SESSION_REPORT], workdir=tmp_path)
+    assert plan.argv[0] == "sh" and plan.preexec is None and plan.new_session
+    done = subprocess.run(plan.argv, cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                          **plan.popen_kwargs())
+    assert done.stdout.startswith("True ["), done.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="uid isolation switches uids: root only")
@@ -153,7 +189,7 @@ def test_uid_fallback_walls_off_files_signals_and_ptrace(tmp_path):
     isolation.prepare(attacker_dir)
     assert isolation.uid_of(victim_dir) != isolation.uid_of(attacker_dir)
     plan = isolation.launch(["sleep", "30"], workdir=victim_dir)
-    victim = subprocess.Popen(plan.argv, cwd=victim_dir, preexec_fn=plan.preexec)
+    victim = subprocess.Popen(plan.argv, cwd=victim_dir, **plan.popen_kwargs())
     try:
         script = (
             f"cat {victim_dir}/SECRET_FROM_A && echo READ; "

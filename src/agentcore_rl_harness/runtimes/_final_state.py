@@ -116,7 +116,7 @@ async def restore(
         process = await asyncio.create_subprocess_exec(
             *plan.argv, cwd=directory, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-            preexec_fn=plan.preexec, pass_fds=plan.pass_fds,
+            **plan.popen_kwargs(),
         )
         if info_write is not None:
             os.close(info_write)

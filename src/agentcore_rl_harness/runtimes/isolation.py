@@ -67,28 +67,62 @@ class SandboxLimits:
             if value is not None and value < 1:
                 raise ConfigError(f"runtime.limits.{name} must be >= 1 or null, got {value}")
 
-    def apply(self) -> None:
-        """Set the limits on the calling process (a child between fork and exec)."""
-        for which, value in (
-            (resource.RLIMIT_AS, self.memory_mb and self.memory_mb * _MIB),
-            (resource.RLIMIT_FSIZE, self.file_size_mb and self.file_size_mb * _MIB),
-            (resource.RLIMIT_NOFILE, self.open_files),
-            (resource.RLIMIT_NPROC, self.processes),
+    def values(self) -> list[tuple[str, int, int]]:
+        """(prlimit option, resource, value) of each limit that is set, the value capped at the
+        harness's own hard limit (a process may not raise its hard limit)."""
+        chosen = []
+        for option, which, value in (
+            ("--as", resource.RLIMIT_AS, self.memory_mb and self.memory_mb * _MIB),
+            ("--fsize", resource.RLIMIT_FSIZE, self.file_size_mb and self.file_size_mb * _MIB),
+            ("--nofile", resource.RLIMIT_NOFILE, self.open_files),
+            ("--nproc", resource.RLIMIT_NPROC, self.processes),
         ):
             if value:
                 _, hard = resource.getrlimit(which)
-                limit = value if hard == resource.RLIM_INFINITY else min(value, hard)
-                resource.setrlimit(which, (limit, limit))
+                chosen.append((option, which, value if hard == resource.RLIM_INFINITY else min(value, hard)))
+        return chosen
+
+    def apply(self) -> None:
+        """Set the limits on the calling process (a child between fork and exec)."""
+        for _, which, limit in self.values():
+            resource.setrlimit(which, (limit, limit))
+
+    def prlimit_argv(self) -> list[str] | None:
+        """A `prlimit` prefix that sets the limits and execs the command (same pid), or None when
+        util-linux's prlimit is missing. [] when no limit is set."""
+        chosen = self.values()
+        if not chosen:
+            return []
+        prlimit = _prlimit()
+        if prlimit is None:
+            return None
+        return [prlimit, *(f"{option}={limit}:{limit}" for option, _, limit in chosen), "--"]
+
+
+@functools.cache
+def _prlimit() -> str | None:
+    return shutil.which("prlimit")
 
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """How to start one process inside a session: the argv, and what runs between fork and exec."""
+    """How to start one process inside a session: the argv, and what runs between fork and exec.
+
+    Where it can, a plan needs no Python between fork and exec (`preexec` None): its own session
+    by `start_new_session` and the limits by a `prlimit` prefix, so CPython starts it with vfork.
+    A fork with a `preexec_fn` copies the harness's page tables (~300 ms at the ~6 GB a trainer
+    holds, `bench/spawn.py`), and every `sandbox.exec` / `get_file` is one such start, on the
+    event loop."""
 
     argv: list[str]
-    preexec: Callable[[], None]
+    preexec: Callable[[], None] | None
     pass_fds: tuple[int, ...] = ()
     user: int | None = None
+    new_session: bool = False
+
+    def popen_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of `subprocess.Popen` / `asyncio.create_subprocess_exec`."""
+        return {"preexec_fn": self.preexec, "start_new_session": self.new_session, "pass_fds": self.pass_fds}
 
 
 class Isolation:
@@ -117,11 +151,18 @@ class Isolation:
     def launch(self, argv: Sequence[str], *, workdir: Path, readable: Iterable[Path] = (),
                info_fd: int | None = None, hosts_file: Path | None = None) -> LaunchPlan:
         """The plan that starts `argv` as the session's first process, in `workdir`."""
-        return LaunchPlan(list(argv), preexec=self._preexec)
+        return self._plan(argv)
 
     def enter(self, argv: Sequence[str], *, host_pid: int, cwd: str) -> LaunchPlan:
         """The plan that runs `argv` inside the live session whose first process is `host_pid`."""
-        return LaunchPlan(list(argv), preexec=self._preexec)
+        return self._plan(argv)
+
+    def _plan(self, argv: Sequence[str], pass_fds: tuple[int, ...] = ()) -> LaunchPlan:
+        """`argv` in a new session under the limits: a prlimit prefix (vfork), else a preexec."""
+        prefix = self.limits.prlimit_argv()
+        if prefix is None:
+            return LaunchPlan(list(argv), preexec=self._preexec, pass_fds=pass_fds)
+        return LaunchPlan([*prefix, *argv], preexec=None, pass_fds=pass_fds, new_session=True)
 
     def _preexec(self) -> None:
         os.setsid()
@@ -214,7 +255,7 @@ class Bubblewrap(Isolation):
         if info_fd is not None:
             command += ["--info-fd", str(info_fd)]
             pass_fds = (info_fd,)
-        return LaunchPlan([*command, "--", *argv], preexec=self._preexec, pass_fds=pass_fds)
+        return self._plan([*command, "--", *argv], pass_fds)
 
     def enter(self, argv: Sequence[str], *, host_pid: int, cwd: str) -> LaunchPlan:
         nsenter = shutil.which("nsenter") or "nsenter"
@@ -223,7 +264,7 @@ class Bubblewrap(Isolation):
             *(["--net"] if self.isolates_network else []),
             f"--setuid={_SANDBOX_UID}", f"--setgid={_SANDBOX_UID}", f"--wd={cwd}", "--",
         ]
-        return LaunchPlan([*command, *argv], preexec=self._preexec)
+        return self._plan([*command, *argv])
 
 
 def default_hidden(base_dir: Path | None) -> tuple[Path, ...]:

@@ -393,8 +393,7 @@ class LocalRuntime:
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=stderr_file,
-                    preexec_fn=plan.preexec,
-                    pass_fds=plan.pass_fds,
+                    **plan.popen_kwargs(),
                 )
         except OSError as exc:
             if info_read is not None:

@@ -205,7 +205,7 @@ class SessionSandbox:
             cwd=None if self.isolation.namespaced else directory,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            preexec_fn=plan.preexec,
+            **plan.popen_kwargs(),
         )
         if stdin is not None:
             assert process.stdin is not None
