@@ -112,10 +112,14 @@ async def restore(
         isolation.prepare(directory)
         if isolation.namespaced:
             info_read, info_write = os.pipe()
-        plan = isolation.launch(["sleep", "infinity"], workdir=directory, info_fd=info_write)
+        # The idle first process says "ready" once it runs: by then bubblewrap has written the
+        # namespace's uid/gid maps and mounts, which a command entering it (nsenter) needs. Its info
+        # fd comes earlier; a command started with vfork right after it could find them unwritten.
+        plan = isolation.launch(["/bin/sh", "-c", "echo ready && exec sleep infinity"],
+                                workdir=directory, info_fd=info_write)
         process = await asyncio.create_subprocess_exec(
             *plan.argv, cwd=directory, env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
             **plan.popen_kwargs(),
         )
         if info_write is not None:
@@ -126,6 +130,10 @@ async def restore(
         host_pid = process.pid
         if isolation.namespaced:
             host_pid = await child.wait_sandbox_pid(startup_timeout_s)
+        async with asyncio.timeout(startup_timeout_s):
+            if (await child.read_ready()).strip() != b"ready":
+                raise SandboxError(f"session {session_id}: the restored sandbox did not start "
+                                   f"({child.exit_state()})")
         sandbox = SessionSandbox(session_id=session_id, isolation=isolation, host_pid=host_pid,
                                  workdir=str(directory), env=env)
         try:
