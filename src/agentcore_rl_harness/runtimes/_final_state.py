@@ -133,7 +133,8 @@ async def restore(
         async with asyncio.timeout(startup_timeout_s):
             if (await child.read_ready()).strip() != b"ready":
                 raise SandboxError(f"session {session_id}: the restored sandbox did not start "
-                                   f"({child.exit_state()})")
+                                   f"({child.exit_state()}); check that runtime.isolation works on "
+                                   "this machine (runtime.isolation=none rules bubblewrap out)")
         sandbox = SessionSandbox(session_id=session_id, isolation=isolation, host_pid=host_pid,
                                  workdir=str(directory), env=env)
         try:
