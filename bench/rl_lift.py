@@ -14,6 +14,7 @@ import json
 import os
 import resource
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -70,14 +71,17 @@ def main() -> int:
     sampler = threading.Thread(target=sample_load, args=(stop, loads), daemon=True)
     sampler.start()
     started = time.monotonic()
-    completed = subprocess.run(command, cwd=ROOT, env=env)  # its progress lines show as it runs
+    run = subprocess.Popen(command, cwd=ROOT, env=env)  # its progress lines show as it runs
+    # `kill` of this script stops the run too (the harness stops on SIGTERM, keeping what it has)
+    signal.signal(signal.SIGTERM, lambda signum, frame: run.terminate())
+    returncode = run.wait()
     wall = time.monotonic() - started
     stop.set()
     sampler.join()
     peak_rss_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2
     report_path = out / "report.json"
-    if completed.returncode != 0 or not report_path.is_file():
-        print(f"run failed with exit code {completed.returncode} (its output is above)")
+    if returncode != 0 or not report_path.is_file():
+        print(f"run failed with exit code {returncode} (its output is above)")
         return 1
     report = json.loads(report_path.read_text())
     delta = report["delta"]["overall"]

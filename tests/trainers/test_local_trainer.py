@@ -348,10 +348,46 @@ def test_full_finetuning_with_kl_keeps_a_frozen_reference(model, sampler, tmp_pa
     assert not (tmp_path / "full" / "adapter").exists()
 
 
+@pytest.mark.parametrize("lora_layers", [1, None])
+def test_lora_layers_adapts_the_top_layers_and_the_backward_stops_there(tiny_model_dir, lora_layers):
+    """trainer.lora_layers=N: adapters only on the top N decoder layers, gradients never run
+    through the layers below them, and the update still moves the policy the sampler serves."""
+    from peft.tuners.lora import LoraLayer
+
+    sampler = HFLocalSampler(load_model(tiny_model_dir), batch_wait_s=0.01)
+    try:
+        trainer = LocalTrainer(sampler.model, sampler=sampler, config=_config(lora_layers=lora_layers))
+        layers = trainer.policy_model.model.layers
+        adapted = [any(isinstance(m, LoraLayer) for m in layer.modules()) for layer in layers]
+        assert adapted == ([False] * (len(layers) - 1) + [True] if lora_layers == 1 else [True] * len(layers))
+        reached = []
+        layers[0].register_full_backward_hook(lambda *args: reached.append(True))
+        prompt = _prompt(10, 6)
+        good, bad = _traces(sampler, [prompt, prompt], seed=4)
+        before = [sum(v) for v in trainer.compute_logprobs([good, bad])]
+        _step(trainer, [_pair_group("g", good, bad)])
+        after = [sum(v) for v in trainer.compute_logprobs([good, bad])]
+        assert after[0] > before[0] and after[1] < before[1]
+        assert bool(reached) is (lora_layers is None)
+        ids = torch.tensor([list(good.token_ids)])
+        with torch.no_grad():
+            torch.testing.assert_close(sampler.model(input_ids=ids).logits,
+                                       trainer.policy_model(input_ids=ids).logits, atol=1e-5, rtol=0)
+    finally:
+        sampler.close()
+
+
+def test_more_lora_layers_than_the_model_has_is_a_config_error(tiny_model_dir):
+    with pytest.raises(ConfigError, match=r"trainer.lora_layers=3 is more than the model's 2 decoder layers"):
+        LocalTrainer(load_model(tiny_model_dir), config=_config(lora_layers=3))
+
+
 @pytest.mark.parametrize(
     "changes, match",
     [
         ({"finetune": "qlora"}, "trainer.finetune"),
+        ({"lora_layers": 0}, "trainer.lora_layers=0 needs"),
+        ({"lora_layers": 2, "finetune": "full"}, "trainer.lora_layers=2 needs trainer.finetune=lora"),
         ({"micro_batch_tokens": 0}, "trainer.micro_batch_tokens"),
         ({"autocast_dtype": "int8"}, "trainer.autocast_dtype"),
         ({"lr": 0.0}, "trainer.lr"),

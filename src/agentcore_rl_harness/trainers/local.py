@@ -60,6 +60,9 @@ class LocalTrainerConfig:
     lora_alpha: float = 32.0
     lora_dropout: float = 0.0
     lora_target_modules: tuple[str, ...] = DEFAULT_LORA_TARGETS
+    lora_layers: int | None = None
+    """Adapters on the top N decoder layers only (null = every layer). The backward pass then stops
+    at the lowest adapted layer: half the layers ~ a third less time a step on a CPU."""
     micro_batch_tokens: int | None = 1024
     """Padded tokens per forward/backward (long traces go alone); bounds activation memory."""
     micro_batch_size: int | None = None
@@ -116,6 +119,11 @@ class LocalTrainerConfig:
                 "trainer.finetune=lora and trainer.serve_merged=true, or trainer.serve_dtype=null "
                 "(model.dtype sets the dtype of the one shared model)"
             )
+        if self.lora_layers is not None and (self.finetune != "lora" or self.lora_layers < 1):
+            raise ConfigError(
+                f"trainer.lora_layers={self.lora_layers} needs trainer.finetune=lora and a value >= 1 "
+                "(the number of top decoder layers that get adapters), or null for every layer"
+            )
         if self.finetune == "lora" and (self.lora_rank < 1 or not self.lora_target_modules):
             raise ConfigError(
                 f"trainer.lora_rank={self.lora_rank} must be >= 1 and trainer.lora_target_modules "
@@ -132,6 +140,20 @@ def _import_torch() -> tuple[Any, Any]:
             f"the local trainer needs torch and peft ({exc}); pip install 'agentcore-rl-harness[local]'"
         ) from exc
     return torch, peft
+
+
+def _top_layers(model: Any, count: int | None) -> dict[str, Any]:
+    """peft's `layers_to_transform` for the top `count` decoder layers ({} = every layer)."""
+    if count is None:
+        return {}
+    total = getattr(model.config, "num_hidden_layers", None)
+    if total is None:
+        raise ConfigError(f"trainer.lora_layers={count}: the model's config has no num_hidden_layers; "
+                          "set trainer.lora_layers=null")
+    if count > total:
+        raise ConfigError(f"trainer.lora_layers={count} is more than the model's {total} decoder layers; "
+                          f"use 1..{total}, or null for every layer")
+    return {"layers_to_transform": list(range(total - count, total))}
 
 
 class LocalTrainer:
@@ -165,6 +187,7 @@ class LocalTrainer:
                 lora_alpha=self.config.lora_alpha,
                 lora_dropout=self.config.lora_dropout,
                 target_modules=list(self.config.lora_target_modules),
+                **_top_layers(model, self.config.lora_layers),
             )
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(self.config.seed)
