@@ -14,9 +14,14 @@ Third scenario, `--scenario memory`: the GRPO batch with prefix sharing on, one 
 `trainer.micro_batch_tokens` value (4096, the old default, and 1024, the current one): peak RSS and
 step time of each, and the ratios against 4096 measured in the same run.
 
+Fourth scenario, `--scenario layers`: the GRPO batch with prefix sharing on, one process per
+`trainer.lora_layers` value (null = adapters on all 30 layers, 15 = the top half): step time, peak
+RSS and the ratios against null measured in the same run.
+
 Run: HF_HUB_OFFLINE=1 python bench/trainer_step.py [--repeats 3] [--modes lora full]
      HF_HUB_OFFLINE=1 python bench/trainer_step.py --scenario grpo [--repeats 2]
      HF_HUB_OFFLINE=1 python bench/trainer_step.py --scenario memory [--repeats 0]
+     HF_HUB_OFFLINE=1 python bench/trainer_step.py --scenario layers [--repeats 2]
 """
 
 from __future__ import annotations
@@ -152,15 +157,14 @@ def _grpo_drafts():
     return drafts
 
 
-def run_grpo(share: bool, repeats: int, micro_batch_tokens: int | None = None) -> dict:
+def run_grpo(share: bool, repeats: int, micro_batch_tokens: int | None = None, lora_layers: int | None = None) -> dict:
     from agentcore_rl_harness.models import load_model, prepare_model
     from agentcore_rl_harness.records import Trace
     from agentcore_rl_harness.trainers import LocalTrainer, LocalTrainerConfig, TrainGroup, TrainSample
 
     model = load_model(prepare_model("smollm2-135m-instruct"))
-    config = LocalTrainerConfig(device="cpu", share_prefix=share)
-    if micro_batch_tokens is not None:
-        config = LocalTrainerConfig(device="cpu", share_prefix=share, micro_batch_tokens=micro_batch_tokens)
+    budget = {} if micro_batch_tokens is None else {"micro_batch_tokens": micro_batch_tokens}
+    config = LocalTrainerConfig(device="cpu", share_prefix=share, lora_layers=lora_layers, **budget)
     trainer = LocalTrainer(model, config=config)
     drafts = _grpo_drafts()
     started = time.perf_counter()
@@ -184,6 +188,8 @@ def run_grpo(share: bool, repeats: int, micro_batch_tokens: int | None = None) -
     return {
         "share_prefix": share,
         "micro_batch_tokens": trainer.config.micro_batch_tokens,
+        "lora_layers": lora_layers,
+        "trainable_parameters": trainer.trainable_parameters,
         "step_s": min(times[1:]) if repeats else times[0],
         "steps_s": times,
         "losses": losses,
@@ -218,42 +224,52 @@ def main_grpo(repeats: int) -> None:
 
 
 MEMORY_BUDGETS = (4096, 1024)
+LORA_LAYERS = (None, 15)
 
 
-def main_memory(repeats: int) -> None:
+def _one_process_each(flag: str, values: tuple, repeats: int) -> dict:
+    """Each value's GRPO step in its own process (`--scenario X --one-value V`), so peak RSS is its own."""
     rows = {}
-    for budget in MEMORY_BUDGETS:
+    for value in values:
         load = os.getloadavg()[0]
         out = subprocess.run(
-            [sys.executable, __file__, "--scenario", "memory", "--one-budget", str(budget), "--repeats", str(repeats)],
+            [sys.executable, __file__, "--scenario", flag, "--one-value", json.dumps(value), "--repeats", str(repeats)],
             capture_output=True, text=True, check=True,
         )
-        rows[budget] = {**json.loads(out.stdout.strip().splitlines()[-1]), "load_before": load}
-        print(f"micro_batch_tokens={budget}: {rows[budget]}", file=sys.stderr, flush=True)
-    base = rows[MEMORY_BUDGETS[0]]
+        rows[value] = {**json.loads(out.stdout.strip().splitlines()[-1]), "load_before": load}
+        print(f"{flag}={value}: {rows[value]}", file=sys.stderr, flush=True)
+    return rows
+
+
+def _print_ratios(label: str, rows: dict, repeats: int) -> None:
+    base = next(iter(rows.values()))
     print(f"SmolLM2-135M fp32 LoRA, share_prefix on, GRPO {GRPO_GROUPS} groups x {GRPO_SAMPLES}: "
           f"{base['tokens']} tokens, {base['trained_tokens']} trained; best of {max(repeats, 1)}")
-    print(f"{'micro_batch_tokens':>18} {'step s':>8} {'peak RSS GB':>12} {'RSS ratio':>10} {'time ratio':>11} {'load':>6}")
-    for budget, row in rows.items():
-        print(f"{budget:18} {row['step_s']:8.2f} {row['peak_rss_gb']:12.2f} "
+    print(f"{label:>18} {'step s':>8} {'peak RSS GB':>12} {'RSS ratio':>10} {'time ratio':>11} {'loss':>10} {'load':>6}")
+    for value, row in rows.items():
+        print(f"{str(value):>18} {row['step_s']:8.2f} {row['peak_rss_gb']:12.2f} "
               f"{row['peak_rss_gb'] / base['peak_rss_gb']:10.2f} {row['step_s'] / base['step_s']:11.2f} "
-              f"{row['load_before']:6.2f}")
+              f"{row['losses'][0]:10.6f} {row['load_before']:6.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3, help="best of N (the CPU may be shared)")
     parser.add_argument("--modes", nargs="+", default=["lora", "full"], choices=["lora", "full"])
-    parser.add_argument("--scenario", choices=["bare", "grpo", "memory"], default="bare")
-    parser.add_argument("--one-budget", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--scenario", choices=["bare", "grpo", "memory", "layers"], default="bare")
+    parser.add_argument("--one-value", type=json.loads, help=argparse.SUPPRESS)
     parser.add_argument("--one", nargs=2, metavar=("MODE", "RUNNER"), help=argparse.SUPPRESS)
     parser.add_argument("--one-share", type=int, choices=[0, 1], help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.scenario == "memory":
-        if args.one_budget is not None:
-            print(json.dumps(run_grpo(True, args.repeats, micro_batch_tokens=args.one_budget)))
+    if args.scenario in ("memory", "layers"):
+        key, values, label = {
+            "memory": ("micro_batch_tokens", MEMORY_BUDGETS, "micro_batch_tokens"),
+            "layers": ("lora_layers", LORA_LAYERS, "lora_layers"),
+        }[args.scenario]
+        if args.one_value is not None or "--one-value" in sys.argv:
+            print(json.dumps(run_grpo(True, args.repeats, **{key: args.one_value})))
         else:
-            main_memory(args.repeats)
+            _print_ratios(label, _one_process_each(args.scenario, values, args.repeats), args.repeats)
         return
     if args.scenario == "grpo":
         if args.one_share is not None:

@@ -55,6 +55,26 @@ def test_run_mode_pre_train_post(toy, tiny_model_dir):
     result.stdout.fnmatch_lines(["*agentcore-rl pre -> post:*McNemar p=*"])
 
 
+def test_overlapped_rollouts_train_one_step_off_policy_at_most(toy, tiny_model_dir):
+    """trainer.overlap_rollouts=true through the real gateway, sampler and trainer: step k's
+    turns were sampled under policy k-1 or k, never older; the post-eval sees the last policy."""
+    result = _run(toy, "run", "--agentcore-rl-set", "trainer.overlap_rollouts=true",
+                  "--agentcore-rl-set", "trainer.steps=3")
+    assert result.ret == 0, result.stdout.str()[-4000:]
+    run = toy.path / "run"
+    records = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["phase"] == "train"]
+    assert sorted({r["step"] for r in train}) == [0, 1, 2] and len(train) == 3 * 2 * 3
+    for record in train:
+        versions = set(record["traces"][0]["metadata"]["policy_versions"])
+        assert versions <= {max(record["step"] - 1, 0), record["step"]}, (record["step"], versions)
+    assert all(r["traces"][0]["metadata"]["policy_versions"] == [3] for r in records if r["phase"] == "post")
+    steps = [json.loads(line) for line in (run / "train" / "steps.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [0, 1, 2]
+    assert all(s["staleness_max"] is None or s["staleness_max"] <= 1 for s in steps)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-00001", "step-00002", "step-00003"]
+
+
 def test_train_mode_has_one_item_per_task(toy, tiny_model_dir):
     result = _run(toy, "train")
     assert result.ret == 0, result.stdout.str()[-4000:]

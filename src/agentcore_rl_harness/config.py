@@ -255,7 +255,7 @@ class ReportConfig:
 
 
 # Keys of the `trainer` node that drive the training loop (the rest configure the trainer).
-LOOP_KEYS = ("steps", "batch_rows", "checkpoint_every")
+LOOP_KEYS = ("steps", "batch_rows", "checkpoint_every", "overlap_rollouts")
 # Keys of the `algo` node that the runner uses (the rest configure the algorithm).
 GROUP_KEYS = ("group_size",)
 
@@ -266,6 +266,7 @@ class TrainLoopConfig:
     batch_rows: int = 4
     checkpoint_every: int = 5
     group_size: int | None = None  # samples per train row; null = the task's `samples`
+    overlap_rollouts: bool = False  # the next step's rollouts run during this step's update
 
 
 @dataclass(frozen=True)

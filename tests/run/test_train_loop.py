@@ -3,6 +3,8 @@
 import asyncio
 import json
 
+import pytest
+
 from run_fakes import RecordingTrainer, make_spec, said_four
 
 from agentcore_rl_harness.records import SessionOutcome, Status, Usage
@@ -11,21 +13,36 @@ from agentcore_rl_harness.run.scoring import Scorer
 from agentcore_rl_harness.run.training import TrainingLoop, TrainPlan
 
 
-def _loop(tmp_path, trainer, *, steps=3, start_step=0, statuses=None, lines=None):
+class _Ready:
+    """A batch whose episodes are ready (`training.Batch`); records whether it was cancelled."""
+
+    def __init__(self, episodes):
+        self.episodes, self.cancelled = episodes, False
+
+    def wait(self):
+        return self.episodes
+
+    def cancel(self):
+        self.cancelled = True
+
+
+def _loop(tmp_path, trainer, *, steps=3, start_step=0, statuses=None, lines=None, overlap=False, events=None):
     spec = make_spec(tmp_path, samples=2, rewards=[said_four], train=3, test=0)
     scorer = Scorer(run_id="run", call=lambda f, *a, **k: f(*a, **k), fixtures=dict)
     batches = []
     counter = iter(range(10**6))
 
-    def run_cases(cases):
+    def start_cases(cases):
         batches.append(cases)
-        return [Episode(case=case, session_id=f"arl-{i}", turns=1, usage=Usage(), traces=(),
-                        outcome=SessionOutcome((statuses or {}).get(i, Status.COMPLETED),
-                                               {"reply": "4" if next(counter) % 2 else "5"}, None, 0.0))
-                for i, case in enumerate(cases)]
+        if events is not None:
+            events.append(("start", cases[0].step))
+        return _Ready([Episode(case=case, session_id=f"arl-{i}", turns=1, usage=Usage(), traces=(),
+                               outcome=SessionOutcome((statuses or {}).get(i, Status.COMPLETED),
+                                                      {"reply": "4" if next(counter) % 2 else "5"}, None, 0.0))
+                       for i, case in enumerate(cases)])
 
-    loop = TrainingLoop(plan=TrainPlan(steps=steps, batch_rows=2, group_size=None, checkpoint_every=2, seed=1),
-                        specs=[spec], run_cases=run_cases, score=scorer.score, trainer=trainer,
+    plan = TrainPlan(steps=steps, batch_rows=2, group_size=None, checkpoint_every=2, seed=1, overlap=overlap)
+    loop = TrainingLoop(plan=plan, specs=[spec], start_cases=start_cases, score=scorer.score, trainer=trainer,
                         run_dir=tmp_path / "run", write=(lines if lines is not None else []).append,
                         start_step=start_step)
     return loop, batches
@@ -63,3 +80,40 @@ def test_a_resumed_loop_continues_the_same_row_order(tmp_path):
     resumed.run(lambda groups: asyncio.run(RecordingTrainer().step(groups=groups)))
     assert len(resumed_batches) == 1 and resumed_batches[0][0].step == 2
     assert [c.row_id for c in resumed_batches[0]] == [c.row_id for c in whole_batches[2]]
+
+
+def test_overlap_starts_the_next_steps_rollouts_before_this_steps_update(tmp_path):
+    """trainer.overlap_rollouts: step k+1's batch starts before step k's update; without it, after.
+    The same rows, lines and checkpoints either way."""
+    runs = {}
+    for overlap in (False, True):
+        events, trainer = [], RecordingTrainer()
+        (tmp_path / str(overlap)).mkdir()
+        loop, batches = _loop(tmp_path / str(overlap), trainer, overlap=overlap, events=events)
+
+        def step_once(groups, trainer=trainer, events=events):
+            events.append(("update", len(trainer.steps)))
+            return asyncio.run(trainer.step(groups=groups))
+
+        lines = loop.run(step_once)
+        runs[overlap] = events, [[c.row_id for c in b] for b in batches], lines, trainer.saved
+    assert runs[True][0] == [("start", 0), ("start", 1), ("update", 0), ("start", 2), ("update", 1), ("update", 2)]
+    assert runs[False][0] == [("start", 0), ("update", 0), ("start", 1), ("update", 1), ("start", 2), ("update", 2)]
+    assert runs[True][1] == runs[False][1] and len(runs[True][1]) == 3  # no batch past the last step
+    strip = lambda lines: [{k: v for k, v in line.items() if k != "wall_time_s"} for line in lines]  # noqa: E731
+    assert strip(runs[True][2]) == strip(runs[False][2])
+    assert [p.name for p in runs[True][3]] == ["step-00002", "step-00003"]
+
+
+def test_a_failed_update_cancels_the_next_steps_rollouts(tmp_path):
+    started = []
+    loop, _ = _loop(tmp_path, RecordingTrainer(), overlap=True)
+    start = loop.start_cases
+    loop.start_cases = lambda cases: started.append(start(cases)) or started[-1]
+
+    def step_once(groups):
+        raise RuntimeError("trainer died")
+
+    with pytest.raises(RuntimeError, match="trainer died"):
+        loop.run(step_once)
+    assert [batch.cancelled for batch in started] == [False, True]  # step 1's batch was in flight

@@ -127,11 +127,12 @@ def test_the_lift_config_composes_to_the_measured_recipe():
     assert typed.sampling.max_tokens >= 55  # the longest right turn
     loop = typed.trainer.loop
     assert loop.steps * loop.batch_rows <= 60, "RL draws each train row at most once"
-    # run T's recipe (README): greedy evaluations, an 8-step warm-up on 24 demonstrations, then 7
-    # GRPO steps with the sampler decoding a bf16 merged copy
-    assert typed.eval_sampling().temperature == 0 and typed.sampling.temperature == 0.7
+    # run X's recipe (README): greedy evaluations, an 8-step warm-up on 24 demonstrations, then 9
+    # GRPO steps on rollouts at T = 1.0, each step's running during the previous update, with the
+    # sampler decoding a bf16 merged copy
+    assert typed.eval_sampling().temperature == 0 and typed.sampling.temperature == 1.0
     assert typed.warmup.enabled and (typed.warmup.steps, typed.warmup.max_demonstrations) == (8, 24)
-    assert (loop.steps, loop.batch_rows, loop.group_size) == (7, 2, 8)
+    assert (loop.steps, loop.batch_rows, loop.group_size, loop.overlap_rollouts) == (9, 2, 8, True)
     assert typed.trainer.trainer.serve_dtype == "bfloat16" and typed.trainer.trainer.lr == 3e-4
 
 

@@ -1,6 +1,7 @@
 import asyncio
 import dataclasses
 import random
+import time
 
 import pytest
 import torch
@@ -373,6 +374,66 @@ def test_lora_layers_adapts_the_top_layers_and_the_backward_stops_there(tiny_mod
         with torch.no_grad():
             torch.testing.assert_close(sampler.model(input_ids=ids).logits,
                                        trainer.policy_model(input_ids=ids).logits, atol=1e-5, rtol=0)
+    finally:
+        sampler.close()
+
+
+def test_concurrent_sampling_decodes_during_the_update_and_each_row_keeps_one_version(tiny_model_dir):
+    """trainer.overlap_rollouts: the update runs while a row decodes (the sampler is not locked
+    out), the new weights reach the sampler only after that row ends, and the row's logprobs are
+    the old policy's from its first token to its last."""
+    import copy
+    import threading
+
+    sampler = HFLocalSampler(load_model(tiny_model_dir), batch_wait_s=0.01)
+    try:
+        initial = copy.deepcopy(sampler.model)
+        trainer = LocalTrainer(sampler.model, sampler=sampler, config=_config(), concurrent_sampling=True)
+        prompt = _prompt(10, 7)
+        good, bad = _traces(sampler, [prompt, prompt], seed=5)
+        update, forwards = trainer._update, []
+
+        def update_while_the_row_decodes(items, total):
+            before = sampler.forward_calls
+            result = update(items, total)
+            deadline = time.monotonic() + 30
+            while sampler.forward_calls == before and time.monotonic() < deadline:
+                time.sleep(0.01)  # a sampler locked out by the update would never move
+            forwards.append(sampler.forward_calls - before)
+            return result
+
+        trainer._update = update_while_the_row_decodes
+        row_prompt = _prompt(12, 8)
+        results = []
+        worker = threading.Thread(target=lambda: results.append(_sample(sampler, [
+            (row_prompt, SamplingParams(temperature=1.0, max_tokens=400, seed=1))])[0]))
+        worker.start()
+        while not sampler.forward_calls:
+            time.sleep(0.001)
+        _step(trainer, [_pair_group("g", good, bad)])
+        worker.join()
+        (row,) = results
+        assert forwards and forwards[0] > 0
+        assert row.policy_version == 0 and sampler.policy_version == 1
+        ids = torch.tensor([list(row_prompt) + list(row.token_ids)])
+        with torch.no_grad():
+            old = torch.log_softmax(initial(input_ids=ids).logits[0, len(row_prompt) - 1 : -1].float(), -1)
+        picked = old.gather(-1, torch.tensor(row.token_ids).unsqueeze(-1)).squeeze(-1)
+        torch.testing.assert_close(torch.tensor(row.logprobs), picked, atol=2e-4, rtol=0)
+        with torch.no_grad():  # and what the sampler serves now is the updated policy
+            torch.testing.assert_close(sampler.model(input_ids=ids).logits, trainer.policy_model(input_ids=ids).logits,
+                                       atol=1e-5, rtol=0)
+    finally:
+        sampler.close()
+
+
+@pytest.mark.parametrize("changes", [dict(serve_merged=False), dict(finetune="full")])
+def test_concurrent_sampling_needs_a_merged_copy(tiny_model_dir, changes):
+    model = load_model(tiny_model_dir)
+    sampler = HFLocalSampler(model, batch_wait_s=0.01)
+    try:
+        with pytest.raises(ConfigError, match=r"trainer.overlap_rollouts=true needs .*trainer.serve_merged=true"):
+            LocalTrainer(model, sampler=sampler, config=_config(**changes), concurrent_sampling=True)
     finally:
         sampler.close()
 

@@ -37,7 +37,7 @@ from .cases import Case, Episode
 from .compose import Harness
 from .plan import PlannedItem, TrainItem, case_key, plan_cases
 from .rundir import RunDir
-from .schedule import Scheduler, episode_or_failure
+from .schedule import RunningBatch, Scheduler, episode_or_failure
 from .scoring import RolloutHandle, Scorer, item_verdict
 from .tracking import Tracking, pre_eval_metrics
 from .training import TrainingLoop
@@ -197,7 +197,7 @@ class Run:
             if start_step >= plan.steps:
                 return
             trainer = harness.trainer()
-            loop = TrainingLoop(plan=plan, specs=specs, run_cases=self.run_batch, score=self.score_and_record,
+            loop = TrainingLoop(plan=plan, specs=specs, start_cases=self.start_batch, score=self.score_and_record,
                                 trainer=trainer, run_dir=self.run_dir, write=self.write, start_step=start_step,
                                 on_step=self.tracking.step if self.tracking else None)
             self.train_steps += loop.run(lambda groups: harness.loop.run(trainer.step(groups=groups)))
@@ -232,7 +232,10 @@ class Run:
         return rollouts
 
     def run_batch(self, cases: list[Case]) -> list[Episode]:
-        return self.scheduler.run_batch(cases, steps=self.train_steps_total)
+        return self.start_batch(cases).wait()
+
+    def start_batch(self, cases: list[Case]) -> RunningBatch:
+        return self.scheduler.start_batch(cases, steps=self.train_steps_total)
 
     def score_and_record(self, case: Case, episode: Episode) -> Rollout:
         try:

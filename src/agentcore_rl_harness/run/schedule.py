@@ -74,6 +74,10 @@ class Scheduler:
 
     def run_batch(self, cases: Sequence[Case], *, steps: int | None = None) -> list[Episode]:
         """Roll out a batch (pre-eval, one training step) and wait for all of it, showing progress."""
+        return self.start_batch(cases, steps=steps).wait()
+
+    def start_batch(self, cases: Sequence[Case], *, steps: int | None = None) -> "RunningBatch":
+        """Start a batch's rollouts and return at once; `RunningBatch.wait` collects them."""
         if cases:
             step = cases[0].step
             self.progress.begin_phase(cases[0].phase, len(cases), step=step,
@@ -81,11 +85,7 @@ class Scheduler:
         futures = [self._submit(case) for case in cases]
         for future in futures:
             future.add_done_callback(self._finished)
-        waiting = concurrent.futures.wait(futures, timeout=POLL_S)
-        while waiting.not_done:
-            self.tick(waiting=True)
-            waiting = concurrent.futures.wait(futures, timeout=POLL_S)
-        return [future.result() for future in futures]
+        return RunningBatch(self, futures)
 
     def handle(self, item_id: str) -> RolloutHandle:
         """The item's rollout as its task sees it (waits for it); the same handle every time."""
@@ -117,3 +117,24 @@ class Scheduler:
         """Count a finished rollout and its sampled tokens (runs on the harness's loop thread)."""
         episode, _ = episode_or_failure(future)
         self.progress.rollout_finished(episode.usage.completion_tokens if episode else 0)
+
+
+@dataclass
+class RunningBatch:
+    """A batch's rollouts in flight (`Scheduler.start_batch`)."""
+
+    scheduler: Scheduler
+    futures: list[concurrent.futures.Future[Episode]]
+
+    def wait(self) -> list[Episode]:
+        """The episodes in the cases' order, keeping the progress display going meanwhile."""
+        waiting = concurrent.futures.wait(self.futures, timeout=POLL_S)
+        while waiting.not_done:
+            self.scheduler.tick(waiting=True)
+            waiting = concurrent.futures.wait(self.futures, timeout=POLL_S)
+        return [future.result() for future in self.futures]
+
+    def cancel(self) -> None:
+        """Cancel the rollouts not yet finished (a run that stops before it needs them)."""
+        for future in self.futures:
+            future.cancel()

@@ -4,6 +4,11 @@ Each step draws `trainer.batch_rows` train rows (a seeded shuffle, cycling epoch
 `group_size` samples per row with the current policy, scores them with the task, applies the
 failure policy, runs one trainer step and appends one line to `train/steps.jsonl`.
 
+With `trainer.overlap_rollouts` the next step's rollouts start as soon as this step's have
+finished, so they run during this step's update (one step off-policy: a turn is sampled by the
+policy of its moment, the sampler records its logprobs and version, and the importance ratio
+corrects for the lag; `staleness_*` in each step's line says how far behind they were).
+
 Failure policy: rollouts that ended `timeout`, `agent_error` or `infra_error` are left out of
 their group and counted (a reward-0 sample would bias the advantages); groups left with fewer
 than two samples or a constant reward are skipped by the trainer and counted; a rollout that
@@ -19,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..config import HarnessConfig
 from ..records import Rollout, Status  # noqa: F401 (Status re-exported)
@@ -38,13 +43,14 @@ class TrainPlan:
     group_size: int | None
     checkpoint_every: int
     seed: int
+    overlap: bool = False
 
     @classmethod
     def from_config(cls, config: HarnessConfig) -> "TrainPlan":
         """The plan of the `trainer` / `algo` nodes' loop keys and the run's seed."""
         loop = config.trainer.loop
         return cls(steps=loop.steps, batch_rows=loop.batch_rows, group_size=loop.group_size,
-                   checkpoint_every=loop.checkpoint_every, seed=config.seed)
+                   checkpoint_every=loop.checkpoint_every, seed=config.seed, overlap=loop.overlap_rollouts)
 
 
 def build_groups(rollouts: Sequence[Rollout]) -> tuple[list[TrainGroup], dict[str, int]]:
@@ -87,7 +93,7 @@ class TrainingLoop:
         *,
         plan: TrainPlan,
         specs: Sequence[TaskSpec],
-        run_cases: Callable[[list[Case]], list[Episode]],
+        start_cases: Callable[[list[Case]], Batch],
         score: Callable[[Case, Episode], Rollout],
         trainer: Trainer,
         run_dir: Path,
@@ -97,7 +103,7 @@ class TrainingLoop:
     ) -> None:
         self.plan = plan
         self.specs = specs
-        self.run_cases = run_cases
+        self.start_cases = start_cases
         self.score = score
         self.trainer = trainer
         self.train_dir = run_dir / "train"
@@ -111,27 +117,51 @@ class TrainingLoop:
     def run(self, step_once: Callable[[list[TrainGroup]], StepMetrics]) -> list[dict[str, Any]]:
         """Run the remaining steps; `step_once(groups)` runs one trainer step and returns metrics."""
         self.train_dir.mkdir(parents=True, exist_ok=True)
-        lines = []
-        for step in range(self.start_step, self.plan.steps):
-            lines.append(self._step(step, step_once))
-            if (step + 1) % self.plan.checkpoint_every == 0 or step + 1 == self.plan.steps:
-                path = self.checkpoint_dir / f"step-{step + 1:05d}"
-                self.trainer.save_checkpoint(path)
+        lines: list[dict[str, Any]] = []
+        batch = self._start(self.start_step) if self.start_step < self.plan.steps else None
+        last_line_at = time.monotonic()
+        try:
+            for step in range(self.start_step, self.plan.steps):
+                assert batch is not None
+                current, batch = batch, None
+                episodes = current.batch.wait()
+                rollout_s = time.monotonic() - current.started
+                if self.plan.overlap and step + 1 < self.plan.steps:
+                    batch = self._start(step + 1)  # runs during this step's scoring and update
+                line = self._train(step, current.cases, episodes, rollout_s, step_once, last_line_at)
+                last_line_at = time.monotonic()
+                lines.append(line)
+                if (step + 1) % self.plan.checkpoint_every == 0 or step + 1 == self.plan.steps:
+                    self.trainer.save_checkpoint(self.checkpoint_dir / f"step-{step + 1:05d}")
+                if batch is None and step + 1 < self.plan.steps:
+                    batch = self._start(step + 1)
+        finally:
+            if batch is not None:  # a step failed with the next one in flight
+                batch.batch.cancel()
         return lines
 
-    def _step(self, step: int, step_once: Callable[[list[TrainGroup]], StepMetrics]) -> dict[str, Any]:
-        started = time.monotonic()
+    def _start(self, step: int) -> "_Started":
         cases = [
             Case(spec=spec, row=row, sample_index=index, phase="train", step=step)
             for spec, row in self.schedule.take(self.plan.batch_rows)
             for index in range(self.plan.group_size or spec.samples)
         ]
-        episodes = self.run_cases(cases)
+        return _Started(cases, time.monotonic(), self.start_cases(cases))
+
+    def _train(
+        self,
+        step: int,
+        cases: list[Case],
+        episodes: list[Episode],
+        rollout_s: float,
+        step_once: Callable[[list[TrainGroup]], StepMetrics],
+        since: float,
+    ) -> dict[str, Any]:
         rollouts = [self.score(case, episode) for case, episode in zip(cases, episodes)]
-        rollout_s = time.monotonic() - started
         groups, excluded = build_groups(rollouts)
+        trained = time.monotonic()
         metrics = step_once(groups)
-        train_s = time.monotonic() - started - rollout_s
+        train_s = time.monotonic() - trained
         rewards = [training_reward(r) for r in rollouts if r.status not in EXCLUDED]
         successes = [bool(r.success) for r in rollouts if r.status not in EXCLUDED]
         line = {
@@ -143,10 +173,13 @@ class TrainingLoop:
             "reward_std": statistics.pstdev(rewards) if len(rewards) > 1 else None,
             "success_rate": statistics.fmean(successes) if successes else None,
             **metrics.to_json(),
+            # rollout: from the batch's start until its last episode ended (with overlap_rollouts
+            # it began during the previous update); train: the update; total: the wall time since
+            # the previous step's line (the steps' totals add up to the loop's wall time)
             "wall_time_s": {
                 "rollout": round(rollout_s, 3),
                 "train": round(train_s, 3),
-                "total": round(time.monotonic() - started, 3),
+                "total": round(time.monotonic() - since, 3),
             },
         }
         line["step"] = step
@@ -160,6 +193,21 @@ class TrainingLoop:
             f"{_fmt(line.get('loss'))}, {len(groups)} groups, {line['wall_time_s']['total']}s"
         )
         return line
+
+
+class Batch(Protocol):
+    """A batch's rollouts in flight (`schedule.RunningBatch`)."""
+
+    def wait(self) -> list[Episode]: ...
+
+    def cancel(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Started:
+    cases: list[Case]
+    started: float
+    batch: Batch
 
 
 def _fmt(value: Any) -> str:

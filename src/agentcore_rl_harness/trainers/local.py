@@ -166,9 +166,21 @@ class LocalTrainer:
         sampler: Any = None,
         config: LocalTrainerConfig | None = None,
         algo: GRPOConfig | None = None,
+        concurrent_sampling: bool = False,
     ) -> None:
+        """`concurrent_sampling`: the sampler may decode while an update runs (the run's
+        `trainer.overlap_rollouts`); needs LoRA with a merged serving copy, which is then kept in
+        two buffers, so an update never writes the weights of a row in flight."""
         torch, peft = _import_torch()
         self.config = config or LocalTrainerConfig()
+        if concurrent_sampling and sampler is not None and not (
+            self.config.finetune == "lora" and self.config.serve_merged
+        ):
+            raise ConfigError(
+                "trainer.overlap_rollouts=true needs the sampler to decode a merged copy that the "
+                "update does not touch: set trainer.finetune=lora and trainer.serve_merged=true, or "
+                "trainer.overlap_rollouts=false"
+            )
         self.algo = algo or GRPOConfig()
         self.sampler = sampler
         self.device = torch.device(
@@ -181,7 +193,8 @@ class LocalTrainer:
         self._merged = None
         if self.config.finetune == "lora":
             if self.config.serve_merged and sampler is not None:
-                self._merged = _serving.MergedCopy(model, dtype=self.config.serve_dtype)
+                self._merged = _serving.MergedCopy(model, dtype=self.config.serve_dtype,
+                                                   buffers=2 if concurrent_sampling else 1)
             lora = peft.LoraConfig(
                 r=self.config.lora_rank,
                 lora_alpha=self.config.lora_alpha,
@@ -234,7 +247,9 @@ class LocalTrainer:
             self.step_count += 1
             result: dict[str, Any] = {}  # nothing trained: no loss-side numbers
             if items:
-                with self._sampler_lock():
+                # the sampler's lock keeps it off weights the update writes: the policy itself when
+                # it is what the sampler decodes (a merged copy is written only by `_publish`)
+                with self._sampler_lock() if self._merged is None else contextlib.nullcontext():
                     result = self._update(items, stats.trained_tokens)
                     self.policy_version += 1
                 self._publish()
@@ -522,7 +537,9 @@ class LocalTrainer:
             return
         served = self.policy_model
         if self._merged is not None:
-            with self._sampler_lock():
+            # one buffer: written in place, between rollouts; two: the idle one, swapped in by
+            # publish_weights once the rows in flight finish
+            with self._sampler_lock() if self._merged.in_place else contextlib.nullcontext():
                 served = self._merged.refresh(self.model)
         self.sampler.publish_weights(served, policy_version=self.policy_version)
 
@@ -571,4 +588,5 @@ class LocalTrainer:
 
 def build_trainer(model: Any, *, sampler: Any, section: Any) -> LocalTrainer:
     """The registry's factory for `trainer=local` (see `trainers/registry.py`)."""
-    return LocalTrainer(model, sampler=sampler, config=section.trainer, algo=section.algo)
+    return LocalTrainer(model, sampler=sampler, config=section.trainer, algo=section.algo,
+                        concurrent_sampling=section.loop.overlap_rollouts)
