@@ -5,7 +5,8 @@ Linear. At the batch sizes rollouts run on a CPU that is a large share of the wo
 sampling 16 rows of 900-token prompts and 48 new tokens gave 1.28x the tokens/s merged
 (`bench/serving.py`, 2 cores). With `trainer.serve_merged` the trainer keeps a plain copy of the
 base model and, after each update, writes `W + scale * B @ A` into it; the in-process sampler
-decodes that copy. The cost is one more copy of the model's weights in memory. `trainer.serve_dtype:
+decodes that copy. The cost is one more copy of the model's weights in memory (two with
+`trainer.overlap_rollouts`, see `MergedCopy`). `trainer.serve_dtype:
 bfloat16` keeps that copy in bfloat16 (the merge is summed in the policy's precision, then cast),
 and the sampler serves a bfloat16 model with fp32 attention over an fp32 KV cache
 (`samplers/_fp32_attention.py`).
