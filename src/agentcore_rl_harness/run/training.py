@@ -122,9 +122,10 @@ class TrainingLoop:
         last_line_at = time.monotonic()
         try:
             for step in range(self.start_step, self.plan.steps):
-                assert batch is not None
                 current, batch = batch, None
-                episodes = current.batch.wait()
+                if current is None:  # cannot happen: every step below the last starts the next
+                    raise RuntimeError(f"training step {step} has no rollouts in flight")
+                episodes = current.rollouts.wait()
                 rollout_s = time.monotonic() - current.started
                 if self.plan.overlap and step + 1 < self.plan.steps:
                     batch = self._start(step + 1)  # runs during this step's scoring and update
@@ -137,7 +138,7 @@ class TrainingLoop:
                     batch = self._start(step + 1)
         finally:
             if batch is not None:  # a step failed with the next one in flight
-                batch.batch.cancel()
+                batch.rollouts.cancel()
         return lines
 
     def _start(self, step: int) -> "_Started":
@@ -207,7 +208,7 @@ class Batch(Protocol):
 class _Started:
     cases: list[Case]
     started: float
-    batch: Batch
+    rollouts: Batch
 
 
 def _fmt(value: Any) -> str:

@@ -249,7 +249,7 @@ class LocalTrainer:
             if items:
                 # the sampler's lock keeps it off weights the update writes: the policy itself when
                 # it is what the sampler decodes (a merged copy is written only by `_publish`)
-                with self._sampler_lock() if self._merged is None else contextlib.nullcontext():
+                with self._sampler_lock(needed=self._merged is None):
                     result = self._update(items, stats.trained_tokens)
                     self.policy_version += 1
                 self._publish()
@@ -539,12 +539,13 @@ class LocalTrainer:
         if self._merged is not None:
             # one buffer: written in place, between rollouts; two: the idle one, swapped in by
             # publish_weights once the rows in flight finish
-            with self._sampler_lock() if self._merged.in_place else contextlib.nullcontext():
+            with self._sampler_lock(needed=self._merged.in_place):
                 served = self._merged.refresh(self.model)
         self.sampler.publish_weights(served, policy_version=self.policy_version)
 
-    def _sampler_lock(self) -> Any:
-        return self.sampler.lock if self.sampler is not None else contextlib.nullcontext()
+    def _sampler_lock(self, *, needed: bool = True) -> Any:
+        """The sampler's lock, where this trainer writes weights the sampler may be decoding."""
+        return self.sampler.lock if self.sampler is not None and needed else contextlib.nullcontext()
 
     def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Weights (adapter or full), optimizer state, step, policy version and RNG states."""
