@@ -44,6 +44,7 @@ def test_run_with_an_oracle_warm_up_reports_three_paired_phases(bundled, tiny_mo
     for demo in phases["demo"]:  # the teacher-forced oracle episodes: train rows, all successful
         assert demo["row_id"] in train_rows and demo["success"]
         assert demo["traces"][0]["metadata"]["teacher_forced"]
+        assert demo["traces"][0]["metadata"]["forced_logprobs"] == "zero"  # not scored: SFT needs no logprobs
 
     warmup = json.loads((run / "train" / "warmup.json").read_text())
     assert warmup["source"] == "oracle" and warmup["steps"] == 3

@@ -156,6 +156,27 @@ def test_with_a_scoring_sampler_forced_tokens_carry_the_policys_logprobs(tiny_mo
         assert logprob == pytest.approx(float(recomputed[position - 1, trace.token_ids[position]]), abs=2e-3)
 
 
+def test_a_session_opened_without_scoring_never_runs_the_model_and_says_zero(tiny_model_dir, renderer):
+    # The warm-up's demonstrations: cross-entropy needs no logprobs, so no forward pass per turn.
+    from agentcore_rl_harness.gateway.server import GatewayServer
+    from agentcore_rl_harness.models import load_model
+    from agentcore_rl_harness.samplers.hf_local import HFLocalSampler
+
+    sampler = HFLocalSampler(load_model(tiny_model_dir))
+    try:
+        with GatewayServer(sampler=sampler, renderer=renderer, model_id="tiny") as server:
+            session_id = server.sessions.open(script=SCRIPT, score_forced=False)
+            client = openai.OpenAI(base_url=server.base_url, api_key=session_id, max_retries=0)
+            play(client, [{"role": "user", "content": "What is (12 + 7) * 2?"}])
+            (trace,) = server.sessions.finish(session_id).traces
+    finally:
+        sampler.close()
+    assert trace.metadata["teacher_forced"] is True and trace.metadata["forced_logprobs"] == "zero"
+    forced = [lp for mask, lp in zip(trace.loss_mask, trace.logprobs) if mask]
+    assert forced and all(lp == 0.0 for lp in forced)
+    assert sampler.prefill_tokens == 0  # the sampler never ran a forward pass
+
+
 def test_the_admin_api_opens_a_scripted_session(gateway_factory):
     import httpx
 

@@ -10,8 +10,9 @@ those tokens like any sampled reply. The real agent then runs the real tools, an
 traces are an exact demonstration: the forced tokens carry loss mask 1.
 
 Logprobs of forced tokens: the policy's own (`sampler.score`, under softmax(logits / temperature)
-at the session's temperature, 1 for greedy) when the sampler can score them, else 0.0; traces say
-which in `metadata["forced_logprobs"]` ("policy" or "zero") and carry `teacher_forced: true`.
+at the session's temperature, 1 for greedy) when the sampler can score them and the session was
+not opened with `score_forced=False` (the warm-up's demonstrations: cross-entropy needs none),
+else 0.0; traces say which in `metadata["forced_logprobs"]` ("policy" or "zero") and carry `teacher_forced: true`.
 A forced turn is not cut at the session's `max_tokens`: a demonstration is kept whole.
 """
 
@@ -108,17 +109,18 @@ def check_round_trip(renderer: Renderer, token_ids: Sequence[int], reply: Messag
 async def forced_sample(*, sampler: Any, renderer: Renderer, prompt_token_ids: Sequence[int],
                         messages: Sequence[Message], reply: Message, index: int,
                         tools: Sequence[Mapping[str, Any]] | None, params: SamplingParams,
-                        policy_version: int = 0) -> tuple[SampleResult, str]:
-    """The scripted `reply` as a sample, and where its logprobs come from ("policy" / "zero")."""
+                        policy_version: int = 0, score: bool = True) -> tuple[SampleResult, str]:
+    """The scripted `reply` as a sample, and where its logprobs come from ("policy" / "zero"):
+    the policy's when `score` and the sampler can score them."""
     token_ids = forced_tokens(renderer, messages, reply, tools)
     check_round_trip(renderer, token_ids, reply, tools, index)
-    score = getattr(sampler, "score", None)
+    scorer = getattr(sampler, "score", None) if score else None
     source = "zero"
     logprobs: tuple[float, ...] = (0.0,) * len(token_ids)
-    if score is not None and prompt_token_ids:
+    if scorer is not None and prompt_token_ids:
         temperature = params.temperature if params.temperature > 0 else 1.0
         try:
-            logprobs = tuple(float(v) for v in await score(
+            logprobs = tuple(float(v) for v in await scorer(
                 prompt_token_ids=list(prompt_token_ids), completion_token_ids=list(token_ids),
                 temperature=temperature))
             source = "policy"

@@ -98,9 +98,11 @@ class Session:
 
     def __init__(self, session_id: str, sampling: SamplingParams, renderer: Renderer,
                  limits: SessionLimits = SessionLimits(), clock: Callable[[], float] = time.monotonic, *,
-                 history: str = "exact", script: Sequence[Message] | None = None) -> None:
+                 history: str = "exact", script: Sequence[Message] | None = None,
+                 score_forced: bool = True) -> None:
         self.session_id = session_id
         self.script: tuple[Message, ...] | None = None if script is None else tuple(script)
+        self.score_forced = score_forced  # forced turns' logprobs from the policy (else zeros)
         self._script_used = 0
         self.forced_logprobs: str | None = None  # "policy" or "zero" once a turn was forced
         self.sampling = sampling
@@ -289,9 +291,10 @@ class SessionStore:
         self._finished = RecentKeys(keep_s=FINISHED_KEYS_KEPT_S, max_keys=MAX_FINISHED_KEYS, clock=clock)
 
     def open(self, *, session_id: str | None = None, sampling: SamplingParams | None = None,
-             script: Sequence[Mapping[str, Any]] | None = None) -> str:
+             script: Sequence[Mapping[str, Any]] | None = None, score_forced: bool = True) -> str:
         """Open a session; with `script` (assistant turns, `forcing.normalize_script`) its model
-        calls are teacher-forced from it instead of sampled."""
+        calls are teacher-forced from it instead of sampled, their logprobs scored under the
+        policy unless `score_forced` is false (then zeros, `forced_logprobs: "zero"`)."""
         forced = None if script is None else normalize_script(script)
         session_id = secrets.token_urlsafe(32) if session_id is None else session_id
         if not isinstance(session_id, str) or not session_id or len(session_id) > MAX_SESSION_ID_LENGTH \
@@ -305,7 +308,7 @@ class SessionStore:
                 raise SessionExistsError(f"session {session_id!r} already exists")
             self._open[session_id] = Session(session_id, sampling or self._default_sampling,
                                              self._renderer, self.limits, self._clock, history=self.history,
-                                             script=forced)
+                                             script=forced, score_forced=score_forced)
         return session_id
 
     def get(self, session_id: str) -> Session:

@@ -198,7 +198,7 @@ async def _forced(prepared: PreparedTurn, *, sampler: SamplingBackend, renderer:
         sample, source = await forced_sample(
             sampler=sampler, renderer=renderer, prompt_token_ids=prepared.plan.prompt_token_ids,
             messages=prepared.plan.messages, reply=reply, index=index, tools=prepared.tools,
-            params=prepared.params)
+            params=prepared.params, score=session.score_forced)
     session.forced_logprobs = source
     if on_token is not None:
         for token_id, logprob in zip(sample.token_ids, sample.logprobs):

@@ -21,6 +21,7 @@ from ..tasks import TaskSpec
 # warm-up and post): they sample with `eval.temperature` when it is set. train and collect rollouts
 # feed a trainer and keep `sampling.temperature`.
 EVAL_PHASES = frozenset({"eval", "pre", "warmup", "post"})
+DEMO_PHASE = "demo"  # the warm-up's teacher-forced oracle episodes (`warmup.py`)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from ..errors import HarnessError, failure_text
 from ..records import SamplingParams, SessionOutcome, Status
 from ..runtimes.base import AgentRef, AgentRuntime
 from ..tasks import build_payload, rollout_block
-from .cases import EVAL_PHASES, Case, Episode, HeldResources, case_seed
+from .cases import DEMO_PHASE, EVAL_PHASES, Case, Episode, HeldResources, case_seed
 from .loop import LoopThread
 from .sandbox import FinalSandbox, Sandbox, keeps_final_state
 from .sanity import AgentPlan, add_oracle_result, plan_agent
@@ -30,7 +30,8 @@ class GatewaySessions(Protocol):
     """What a case needs of the gateway's session store (`gateway.sessions.SessionStore`)."""
 
     def open(self, *, session_id: str, sampling: SamplingParams) -> Any: ...
-    # also `script=` (assistant turns to teacher-force) when a case runs a scripted oracle
+    # also `script=` (assistant turns to teacher-force) and `score_forced=` (their logprobs
+    # under the policy, or zeros) when a case runs a scripted oracle
 
     def finish(self, session_id: str) -> Any: ...  # a FinishedSession
 
@@ -122,7 +123,11 @@ class CaseRunner:
         seeded = replace(sampling, seed=case_seed(settings.seed, case))
         started = time.monotonic()
         agent, planning_failed = self._plan(case)
-        forced = {"script": agent.script} if agent is not None and agent.script is not None else {}
+        forced = {}
+        if agent is not None and agent.script is not None:
+            # A warm-up demonstration is trained on its tokens alone (cross-entropy): scoring the
+            # forced turns under the policy would cost a forward pass per turn for nothing.
+            forced = {"script": agent.script, "score_forced": case.phase != DEMO_PHASE}
         self.sessions.open(session_id=session_id, sampling=seeded, **forced)
         rollout_info = rollout_block(
             base_url=settings.base_url, model_id=settings.model_id, session_id=session_id,

@@ -32,12 +32,11 @@ from ..gateway.rendering import Renderer, normalize_messages
 from ..records import Rollout, Trace
 from ..tasks import TaskSpec, load_rows
 from ..trainers.sft import require_sft, trained_traces
-from .cases import Case
+from .cases import DEMO_PHASE, Case
 from .sanity import plan_agent
 
 WARMUP_FILE = "warmup.json"
 STEPS_FILE = "warmup.jsonl"
-DEMO_PHASE = "demo"
 
 
 @dataclass(frozen=True)
