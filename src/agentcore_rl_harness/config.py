@@ -3,27 +3,31 @@
 `compose_config` composes the packaged defaults (plus a project's `configs/`) with Hydra and
 turns the result into frozen dataclasses; every other module receives its own typed node.
 
-Long because it is the one module that reads Hydra's DictConfig (Hydra at the edge only): the
-typed nodes of the harness-wide groups, the composition with its error hints, the builder that
-checks every key and type, and the sweep job's reading all sit at that one edge. Nodes of one
-implementation live beside it (`trainers/*`, `runtimes/isolation.SandboxLimits`).
+Each part owns its node, beside its code, with the only copy of its defaults: `runtime` is
+picked by kind (`runtimes/registry.py`: `LocalRuntimeConfig`, `AgentCoreRuntimeConfig`), as is
+`trainer` (`trainers/registry.py`); `gateway` is `gateway.config.GatewayConfig`; `report` and
+`gates` live in `reports/config.py`. The packaged YAML group files hold only what differs from
+those defaults (tests/test_config_schema.py). `config_schema.py` builds nodes from mappings.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import types
+import re
 import typing
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config_schema import build, plain, unknown_key_message
 from .errors import ConfigError, ConfigWarning
-from .records import HISTORY_MODES, SamplingParams, SessionLimits
-from .runtimes.isolation import ISOLATION_KINDS, START_METHODS, SandboxLimits
-from .runtimes.network import NetworkPolicy
+from .gateway.config import GatewayConfig
+from .records import SamplingParams
+from .reports.config import GatesConfig, ReportConfig
+from .runtimes.local_config import LocalRuntimeConfig
+from .runtimes.registry import RUNTIMES, runtime_spec
 from .sanity_agents import AGENTS as SANITY_AGENTS
 
 PACKAGED_CONFIG_MODULE = "agentcore_rl_harness.conf"
@@ -46,43 +50,6 @@ class SamplerConfig:
 
 
 @dataclass(frozen=True)
-class RuntimeConfig:
-    kind: str = "local"
-    start_method: str = "auto"  # spawn: fresh python; fork: from a pre-imported zygote (isolation=none)
-    isolation: str = "auto"  # bwrap (namespaces), uid (a uid per session), none; auto: the strongest here
-    limits: SandboxLimits = field(default_factory=SandboxLimits)  # rlimits of session processes
-    network: NetworkPolicy = field(default_factory=NetworkPolicy)  # bwrap: the gateway + allow, or host
-    hidden_paths: tuple[str, ...] = ()  # bwrap: also hidden from sessions (the run dir always is)
-    readable_paths: tuple[str, ...] = ()  # bwrap: bound back read-only into every session
-    final_state_mb: int = 16  # the most of a session's final files kept for the sandbox fixture
-    keep_final_state: bool = True  # also save them in the run dir (states/) for `agentcore-rl rescore`
-    concurrency: int = 8
-    startup_timeout_s: float = 60.0
-    env_passthrough: tuple[str, ...] = ()
-    # runtime=agentcore (Bedrock AgentCore Runtime through boto3)
-    arns: dict[str, str] = field(default_factory=dict)  # task name (or "*") -> runtime ARN
-    region: str | None = None
-    qualifier: str = "DEFAULT"
-    tps_per_arn: float = 25.0
-    result_mode: str = "inline"
-    s3_bucket: str | None = None
-    exp_id: str | None = None
-    endpoint_url: str | None = None
-    s3_endpoint_url: str | None = None
-    max_invoke_attempts: int = 5
-    read_timeout_s: float = 3600.0
-    poll_initial_s: float = 0.5
-    poll_max_s: float = 10.0
-    # the quotas' holder (runtimes/limits.py): this process (local) or a Ray actor the job shares (ray)
-    limiter: str = "local"
-    max_live_sessions: int | None = None  # the limiter's live-session cap; None = concurrency
-    priorities: dict[str, int] = field(default_factory=dict)  # task -> priority (eval 1, train 0)
-    ray_address: str | None = None
-    limiter_name: str = "agentcore-rl-limiter"
-    lease_ttl_s: float = 30.0
-
-
-@dataclass(frozen=True)
 class SamplingConfig:
     """The `sampling` node; its defaults are `SamplingParams`' (records.py), not a copy."""
 
@@ -98,46 +65,6 @@ class SamplingConfig:
             top_k=self.top_k,
             max_tokens=self.max_tokens,
         )
-
-
-_LIMITS = SessionLimits()
-
-
-@dataclass(frozen=True)
-class GatewayTLS:
-    certfile: str | None = None  # PEM certificate (chain) the gateway serves HTTPS with
-    keyfile: str | None = None  # its PEM private key
-
-
-@dataclass(frozen=True)
-class GatewaySettings:
-    host: str = "127.0.0.1"
-    port: int = 0
-    max_body_bytes: int = 8 * 1024 * 1024
-    public_url: str | None = None  # the URL remote agents use (ending in /v1); null = base_url
-    history: str = "exact"  # a turn's prompt from the sampled ids (exact) or the template (template)
-    gc_freeze: bool = False  # gc.freeze() after start: fewer full-collection pauses under load
-    lenient_history: bool = False  # accept tool results that answer no call (real APIs: 400)
-    # Session limits (None = unlimited); defaults from records.SessionLimits, see its docstring.
-    max_turns: int | None = _LIMITS.max_turns
-    idle_ttl_s: float | None = _LIMITS.idle_ttl_s
-    max_lifetime_s: float | None = _LIMITS.max_lifetime_s
-    context_budget_tokens: int | None = _LIMITS.context_budget_tokens
-    tls: GatewayTLS = field(default_factory=GatewayTLS)  # serve HTTPS directly
-    tls_terminated_upstream: bool = False  # runtime=agentcore: plain HTTP is OK, TLS is in front
-    admin_port: int = 0  # the loopback admin listener when host is not loopback (0: a free port)
-    failed_key_limit: int | None = 30  # unknown keys per peer per minute before 429s (null: off)
-    keep_alive_s: int = 75  # idle keep-alive; must outlive clients' and load balancers' idle timeouts
-
-    def limits(self) -> SessionLimits:
-        return SessionLimits(max_turns=self.max_turns, context_budget_tokens=self.context_budget_tokens,
-                             idle_ttl_s=self.idle_ttl_s, max_lifetime_s=self.max_lifetime_s)
-
-    def validate(self) -> None:
-        try:
-            self.limits().check()
-        except ValueError as exc:
-            raise ConfigError(f"{exc} (set it with --agentcore-rl-set gateway.<key>=<value>)") from exc
 
 
 @dataclass(frozen=True)
@@ -191,69 +118,6 @@ class WarmupConfig:
             raise ConfigError(f"warmup.lr={self.lr} must be > 0 (or null for trainer.lr)")
 
 
-@dataclass(frozen=True)
-class GatesConfig:
-    """The `gates` group: CI gates that turn the exit status non-zero (DESIGN.md, Exit status)."""
-
-    min_success_rate: float | dict[str, float] | None = None  # overall, or {task|overall: rate}
-    # {success_rate: -2pp, mean_reward: -0.05}, judged on the paired test vs --agentcore-rl-compare
-    max_regression: dict[str, str | float] | None = None
-
-    def validate(self) -> None:
-        rates = self.min_success_rate
-        named = {"overall": rates} if isinstance(rates, float) else dict(rates or {})
-        for subject, rate in named.items():
-            if not 0.0 <= rate <= 1.0:
-                key = "gates.min_success_rate" + ("" if isinstance(rates, float) else f".{subject}")
-                raise ConfigError(f"{key}={rate} must be a rate between 0 and 1 (0.8 = 80%)")
-        if self.max_regression:
-            from .errors import HarnessError
-            from .reports.compare import REGRESSION_METRICS, parse_amount
-
-            unknown = sorted(set(self.max_regression) - set(REGRESSION_METRICS))
-            if unknown:
-                raise ConfigError(
-                    f"gates.max_regression: unknown metric(s) {unknown}; valid choices: "
-                    f"{list(REGRESSION_METRICS)}"
-                )
-            for metric, amount in self.max_regression.items():
-                try:
-                    parse_amount(amount, metric=metric)
-                except HarnessError as exc:
-                    raise ConfigError(str(exc)) from exc
-
-
-from .reports.model import REPORT_FORMATS  # noqa: E402 (re-exported: config.REPORT_FORMATS)
-PROGRESS_STYLES = ("auto", "lines", "off")
-
-
-@dataclass(frozen=True)
-class ReportConfig:
-    """The `report` group: which report files a run writes, and the live progress display."""
-
-    formats: tuple[str, ...] = REPORT_FORMATS  # report.json is always among them
-    step_summary: bool = True  # append report.md to $GITHUB_STEP_SUMMARY when that is set
-    progress: str = "auto"  # auto: a redrawn status line on a TTY, else lines; lines; off
-    progress_every_pct: float = 10.0  # lines style: a line each time this share more is done
-    progress_every_s: float = 30.0  # lines style: and at least one line this often
-
-    def validate(self) -> None:
-        unknown = [name for name in self.formats if name not in REPORT_FORMATS]
-        if unknown:
-            raise ConfigError(
-                f"report.formats: unknown format(s) {unknown}; valid choices: {list(REPORT_FORMATS)}"
-            )
-        if "json" not in self.formats:
-            raise ConfigError(
-                f"report.formats={list(self.formats)} must include json: report.json is what "
-                "gates, --agentcore-rl-compare and baselines read"
-            )
-        if not 0 < self.progress_every_pct <= 100:
-            raise ConfigError(f"report.progress_every_pct={self.progress_every_pct} must be in (0, 100]")
-        if self.progress_every_s <= 0:
-            raise ConfigError(f"report.progress_every_s={self.progress_every_s} must be > 0")
-
-
 # Keys of the `trainer` node that drive the training loop (the rest configure the trainer).
 LOOP_KEYS = ("steps", "batch_rows", "checkpoint_every", "overlap_rollouts")
 # Keys of the `algo` node that the runner uses (the rest configure the algorithm).
@@ -262,11 +126,16 @@ GROUP_KEYS = ("group_size",)
 
 @dataclass(frozen=True)
 class TrainLoopConfig:
-    steps: int = 20
-    batch_rows: int = 4
-    checkpoint_every: int = 5
-    group_size: int | None = None  # samples per train row; null = the task's `samples`
-    overlap_rollouts: bool = False  # the next step's rollouts run during this step's update
+    """The training loop (train / run modes): keys of the `trainer` node, plus `algo.group_size`."""
+
+    steps: int = 20  # trainer steps
+    batch_rows: int = 4  # train rows per step (one GRPO group each)
+    checkpoint_every: int = 5  # steps between checkpoints (the last step always checkpoints)
+    group_size: int | None = None  # algo.group_size: samples per train row; null = the task's `samples`
+    # true: the next step's rollouts start while this step's update runs (one step off-policy: the
+    # importance ratio against the sampler's recorded logprobs corrects for it); false: each step
+    # rolls out with the newest policy
+    overlap_rollouts: bool = False
 
 
 @dataclass(frozen=True)
@@ -316,7 +185,7 @@ def _algo_classes() -> dict[str, type]:
 
 
 def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> TrainerSection:
-    trainer_kind, algo_kind = trainer.get("kind"), algo.get("kind")
+    trainer_kind, algo_kind = trainer.get("kind", "local"), algo.get("kind", "grpo")
     from .trainers.registry import spec_for
 
     trainer_spec, algo_classes = spec_for(str(trainer_kind)), _algo_classes()
@@ -325,6 +194,7 @@ def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> Trai
     loop_values = {k: trainer[k] for k in LOOP_KEYS if k in trainer}
     loop_values.update({k: algo[k] for k in GROUP_KEYS if k in algo})
     loop = build(TrainLoopConfig, loop_values, "trainer")
+    impl_class = trainer_spec.load_config_class()
     for key in ("steps", "batch_rows", "checkpoint_every"):
         if getattr(loop, key) < 1:
             raise ConfigError(f"trainer.{key}={getattr(loop, key)} must be >= 1")
@@ -334,10 +204,10 @@ def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> Trai
     dropped = foreign_trainer_keys(str(trainer_kind), impl_values)
     if dropped:
         warnings.warn(_dropped_text(str(trainer_kind), dropped), ConfigWarning, stacklevel=2)
-    impl = build(
-        trainer_spec.load_config_class(), {k: v for k, v in impl_values.items() if k not in dropped}, "trainer"
-    )
-    algo_cfg = build(algo_classes[algo_kind], {k: v for k, v in algo.items() if k not in GROUP_KEYS}, "algo")
+    impl = build(impl_class, {k: v for k, v in impl_values.items() if k not in dropped},
+                 f"trainer (trainer={trainer_kind})", extra_valid=LOOP_KEYS)
+    algo_cfg = build(algo_classes[algo_kind], {k: v for k, v in algo.items() if k not in GROUP_KEYS},
+                     f"algo (algo={algo_kind})", extra_valid=GROUP_KEYS)
     check_algo = getattr(impl, "check_algo", None)  # service trainers reject knobs they cannot honour
     if check_algo is not None:
         check_algo(algo_cfg)
@@ -373,9 +243,10 @@ def build_logger_section(node: Any) -> dict[str, Any]:
 class HarnessConfig:
     model: ModelConfig
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
-    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    # the `runtime` node of its kind (runtimes/registry.py): LocalRuntimeConfig, AgentCoreRuntimeConfig
+    runtime: Any = field(default_factory=LocalRuntimeConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    gateway: GatewaySettings = field(default_factory=GatewaySettings)
+    gateway: GatewayConfig = field(default_factory=GatewayConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     gates: GatesConfig = field(default_factory=GatesConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
@@ -421,14 +292,46 @@ def check_warmup(typed: HarnessConfig) -> None:
 
 VALID_CHOICES = {
     "sampler.kind": ("hf",),
-    "runtime.kind": ("local", "agentcore"),
-    "gateway.history": HISTORY_MODES,
-    "runtime.result_mode": ("inline", "s3", "start_get"),
-    "runtime.start_method": START_METHODS,
-    "runtime.isolation": ISOLATION_KINDS,
     "model.dtype": ("float32", "bfloat16", "float16"),
-    "report.progress": PROGRESS_STYLES,
 }
+
+# Nodes made of several classes: the keys each takes (the rest of HarnessConfig is typed).
+_SPLIT_NODES = ("runtime", "trainer", "algo")
+
+
+def node_classes(section: str) -> list[type]:
+    """The dataclasses whose keys a top-level node may hold (every kind's, for picked nodes)."""
+    if section == "runtime":
+        return [spec.config_class for spec in RUNTIMES.values()]
+    if section in ("trainer", "algo"):
+        from .trainers.registry import TRAINERS
+
+        kinds = [spec.load_config_class() for spec in TRAINERS.values()] if section == "trainer" else \
+            list(_algo_classes().values())
+        return [TrainLoopConfig, *kinds]
+    hint = typing.get_type_hints(HarnessConfig).get(section)
+    return [hint] if dataclasses.is_dataclass(hint) else []
+
+
+def build_runtime_node(node: Any) -> Any:
+    """The `runtime` node as its kind's dataclass (`runtimes/registry.py`)."""
+    node = {} if node is None else node
+    if not isinstance(node, dict):
+        raise ConfigError(f"config node runtime must be a mapping, got {node!r}")
+    kind = node.get("kind", LocalRuntimeConfig.kind)
+    return build(runtime_spec(kind).config_class, node, f"runtime (runtime={kind})")
+
+
+def resolved_of(typed: HarnessConfig) -> dict[str, Any]:
+    """Every key of `typed` (defaults included) as the mapping `composed_from` reads back: what
+    the run directory's config.yaml and `--agentcore-rl-show-config` hold."""
+    out = plain(dataclasses.replace(typed, trainer=None, logger={}))
+    section = typed.trainer
+    loop = plain(section.loop)
+    out["trainer"] = {**plain(section.trainer), **{k: loop[k] for k in LOOP_KEYS}}
+    out["algo"] = {**plain(section.algo), **{k: loop[k] for k in GROUP_KEYS}}
+    out["logger"] = {name: plain(node) for name, node in typed.logger.items()}
+    return out
 
 
 @dataclass(frozen=True)
@@ -502,12 +405,13 @@ def composed_from(resolved: dict[str, Any], *, overrides: typing.Sequence[str], 
     """The typed config of a resolved mapping (composed here, or by another process of the run)."""
     overrides = tuple(overrides)
     resolved.pop("hydra", None)
-    plain = {k: v for k, v in resolved.items() if k not in ("trainer", "algo", "logger")}
-    if "agent" in plain and plain["agent"] is None:  # Hydra reads `agent=null` as None
-        plain["agent"] = "null"
-    typed = build(HarnessConfig, plain, "")
+    rest = {k: v for k, v in resolved.items() if k not in ("runtime", "trainer", "algo", "logger")}
+    if "agent" in rest and rest["agent"] is None:  # Hydra reads `agent=null` as None
+        rest["agent"] = "null"
+    typed = build(HarnessConfig, rest, "", extra_valid=("runtime", "trainer", "algo", "logger"))
     typed = dataclasses.replace(
         typed,
+        runtime=build_runtime_node(resolved.get("runtime")),
         trainer=build_trainer_section(resolved.get("trainer") or {}, resolved.get("algo") or {}),
         logger=build_logger_section(resolved.get("logger")),
     )
@@ -516,31 +420,31 @@ def composed_from(resolved: dict[str, Any], *, overrides: typing.Sequence[str], 
         value = getattr(getattr(typed, section), name)
         if value not in choices:
             raise ConfigError(f"{key}={value!r} is not supported; valid choices: {list(choices)}")
-    for section in (typed.gateway, typed.eval, typed.gates, typed.report, typed.warmup):
+    for section in (typed.runtime, typed.gateway, typed.eval, typed.gates, typed.report, typed.warmup):
         section.validate()
-    typed.runtime.network.check()
     check_agent(typed.agent, typed.runtime.kind)
     check_warmup(typed)
-    return ComposedConfig(typed=typed, resolved=resolved, overrides=overrides, source=source)
+    return ComposedConfig(typed=typed, resolved=resolved_of(typed), overrides=overrides, source=source)
 
 
 def settable_override(override: str) -> str:
-    """`section.key=value` as `++section.key=value` (add or set) when the key is in the schema.
+    """`section.key=value` (or a root key, `seed=1`) as `++...` (add or set) under a typed node.
 
-    A group option a project supplies (`configs/eval/mine.yaml`) replaces the packaged one, so a
-    key it leaves out is missing from the composed node, and Hydra's struct mode refuses to set it
-    ("Could not override 'eval.temperature'"). Every key of the typed schema has a default, so
-    such a key may be added; a key the schema does not know stays a plain override (Hydra's error).
+    The YAML group files hold only what differs from the dataclass defaults, so most keys are
+    missing from the composed node, and Hydra's struct mode would refuse to set them ("Could
+    not override 'eval.temperature'"). Every key of the typed schema has a default, so any key
+    under a typed node may be added: one the node does not know is then refused by `build`,
+    with the closest valid key and the node's complete list. Group choices (`runtime=agentcore`),
+    `logger.*` (selecting a tracker is a group choice) and other roots stay plain overrides.
     """
     key, sep, _ = override.partition("=")
-    if not sep or key[:1] in "+~" or "@" in key or "." not in key:
+    if not sep or key[:1] in "+~" or "@" in key:
         return override
-    node: Any = HarnessConfig
-    for name in key.split("."):
-        if not (dataclasses.is_dataclass(node) and name in {f.name for f in dataclasses.fields(node)}):
-            return override
-        node = typing.get_type_hints(node)[name]
-    return "++" + override
+    section = key.split(".", 1)[0]
+    typed = {f.name for f in dataclasses.fields(HarnessConfig)} - {"logger"}
+    if "." not in key:
+        return "++" + override if key in typed - set(_available_groups()) else override
+    return "++" + override if section in typed and node_classes(section) else override
 
 
 def _as_typed(override: str) -> str:
@@ -551,6 +455,10 @@ def _as_typed(override: str) -> str:
 def _explain_hydra_error(exc: Exception, overrides: tuple[str, ...], project: Path | None) -> str:
     text = str(exc).strip()
     groups = _available_groups(project)
+    match = re.search(r"Could not (?:override|append to) '([^'.]+)'", text)
+    if match and match.group(1) not in groups:
+        roots = sorted({f.name for f in dataclasses.fields(HarnessConfig)} | set(groups))
+        return f"bad config override in {list(overrides)}: {unknown_key_message([match.group(1)], roots, '')}"
     hint = "; ".join(f"{group}: {', '.join(opts)}" for group, opts in groups.items())
     return f"bad config override in {list(overrides)}: {text}\navailable config groups: {hint}"
 
@@ -569,67 +477,6 @@ def _available_groups(project: Path | None = None) -> dict[str, list[str]]:
                 if options:
                     groups.setdefault(entry.name, set()).update(options)
     return {group: sorted(options) for group, options in sorted(groups.items())}
-
-
-def build(cls: type, data: Any, path: str) -> Any:
-    """Build frozen dataclass `cls` from a plain mapping, rejecting unknown keys and bad types."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"config node {path or '<root>'} must be a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        where = path or "<root>"
-        raise ConfigError(
-            f"unknown config key(s) {unknown} under {where}; valid keys: {sorted(known)}"
-        )
-    values = {}
-    for name, f in known.items():
-        key = f"{path}.{name}" if path else name
-        if name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ConfigError(f"config key {key} is required")
-            continue
-        values[name] = _coerce(hints[name], data[name], key)
-    return cls(**values)
-
-
-def _coerce(hint: Any, value: Any, key: str) -> Any:
-    origin = typing.get_origin(hint)
-    if dataclasses.is_dataclass(hint):
-        return build(hint, value, key)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        errors = []
-        for option in inner:
-            try:
-                return _coerce(option, value, key)
-            except ConfigError as exc:
-                errors.append(exc)
-        raise errors[0]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"config key {key} must be a mapping, got {value!r}")
-        key_type, value_type = typing.get_args(hint) or (Any, Any)
-        return {k: _coerce(value_type, v, f"{key}.{k}") if value_type is not Any else v
-                for k, v in value.items()}
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"config key {key} must be a list, got {value!r}")
-        return tuple(value)
-    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if hint in (int, float, str, bool) and not isinstance(value, hint) or (
-        hint in (int, float) and isinstance(value, bool)
-    ):
-        raise ConfigError(
-            f"config key {key} must be {hint.__name__}, got {value!r}; fix it with "
-            f"--agentcore-rl-set {key}=<{hint.__name__}>"
-        )
-    return value
 
 
 def env_flag(name: str) -> bool:
