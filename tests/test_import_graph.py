@@ -14,6 +14,7 @@ ROOT = Path(agentcore_rl_harness.__file__).parent
 # Bottom to top. A module may import its own layer or lower ones, never a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "records", "conf", "heap"),
+    ("config_schema",),
     ("tasks", "store", "train_store", "models", "agent", "progress", "serving", "sanity_agents"),
     ("gateway",),
     ("samplers", "runtimes"),
@@ -22,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("run", "runner", "training", "scoring"),
     ("session", "fixtures", "plugin", "pytest_outcomes", "sharding", "_shard_scheduling", "integrations", "sweep",
-     "standalone_gateway", "cli"),
+     "standalone_gateway", "cli", "config_reference"),
     ("",),  # the package's own __init__: the public facade
 )
 # Old import paths kept for one release: they import the new home (upward) and warn.

@@ -16,19 +16,20 @@ import dataclasses
 import os
 import re
 import typing
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .config_schema import build, plain, unknown_key_message
-from .errors import ConfigError, ConfigWarning
+from .errors import ConfigError
 from .gateway.config import GatewayConfig
 from .records import SamplingParams
 from .reports.config import GatesConfig, ReportConfig
 from .runtimes.local_config import LocalRuntimeConfig
 from .runtimes.registry import RUNTIMES, runtime_spec
 from .sanity_agents import AGENTS as SANITY_AGENTS
+from .trackers.registry import build_logger_section
+from .trainers.section import GROUP_KEYS, LOOP_KEYS, TrainLoopConfig, algo_classes, build_trainer_section
 
 PACKAGED_CONFIG_MODULE = "agentcore_rl_harness.conf"
 TASK_AGENT = "task"
@@ -118,127 +119,6 @@ class WarmupConfig:
             raise ConfigError(f"warmup.lr={self.lr} must be > 0 (or null for trainer.lr)")
 
 
-# Keys of the `trainer` node that drive the training loop (the rest configure the trainer).
-LOOP_KEYS = ("steps", "batch_rows", "checkpoint_every", "overlap_rollouts")
-# Keys of the `algo` node that the runner uses (the rest configure the algorithm).
-GROUP_KEYS = ("group_size",)
-
-
-@dataclass(frozen=True)
-class TrainLoopConfig:
-    """The training loop (train / run modes): keys of the `trainer` node, plus `algo.group_size`."""
-
-    steps: int = 20  # trainer steps
-    batch_rows: int = 4  # train rows per step (one GRPO group each)
-    checkpoint_every: int = 5  # steps between checkpoints (the last step always checkpoints)
-    group_size: int | None = None  # algo.group_size: samples per train row; null = the task's `samples`
-    # true: the next step's rollouts start while this step's update runs (one step off-policy: the
-    # importance ratio against the sampler's recorded logprobs corrects for it); false: each step
-    # rolls out with the newest policy
-    overlap_rollouts: bool = False
-
-
-@dataclass(frozen=True)
-class TrainerSection:
-    """The `trainer` and `algo` groups: the loop, plus each implementation's typed config."""
-
-    loop: TrainLoopConfig
-    trainer: Any  # e.g. trainers.local.LocalTrainerConfig
-    algo: Any  # e.g. trainers.grpo.GRPOConfig
-    dropped: tuple[str, ...] = ()  # `trainer` keys of another trainer kind, left out (scoping)
-
-
-def foreign_trainer_keys(kind: str, keys: typing.Iterable[str]) -> list[str]:
-    """Of `keys` the chosen trainer `kind` does not have, those another kind has (`trainer.lr`
-    of the in-process trainers under `trainer=verl`): a project config's settings for one kind
-    must not stop a switch to another. Keys no kind has stay errors (a typo)."""
-    from .trainers.registry import TRAINERS
-
-    own = {f.name for f in dataclasses.fields(TRAINERS[kind].load_config_class())}
-    unknown = [key for key in keys if key not in own]
-    if not unknown:
-        return []
-    others: set[str] = set()
-    for other, spec in TRAINERS.items():
-        if other != kind:
-            others.update(f.name for f in dataclasses.fields(spec.load_config_class()))
-    return [key for key in unknown if key in others]
-
-
-def dropped_keys_message(section: TrainerSection | None) -> str | None:
-    """What the config left out when it built `section` (None: nothing)."""
-    if section is None or not section.dropped:
-        return None
-    return _dropped_text(section.trainer.kind, section.dropped)
-
-
-def _dropped_text(kind: str, keys: typing.Sequence[str]) -> str:
-    named = ", ".join(f"trainer.{key}" for key in keys)
-    return (f"trainer={kind} has no {named}: a setting of another trainer kind, ignored "
-            f"(it applies again when that trainer is chosen)")
-
-
-def _algo_classes() -> dict[str, type]:
-    from .trainers.grpo import GRPOConfig
-
-    return {"grpo": GRPOConfig}
-
-
-def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> TrainerSection:
-    trainer_kind, algo_kind = trainer.get("kind", "local"), algo.get("kind", "grpo")
-    from .trainers.registry import spec_for
-
-    trainer_spec, algo_classes = spec_for(str(trainer_kind)), _algo_classes()
-    if algo_kind not in algo_classes:
-        raise ConfigError(f"algo={algo_kind!r} is not available; valid choices: {sorted(algo_classes)}")
-    loop_values = {k: trainer[k] for k in LOOP_KEYS if k in trainer}
-    loop_values.update({k: algo[k] for k in GROUP_KEYS if k in algo})
-    loop = build(TrainLoopConfig, loop_values, "trainer")
-    impl_class = trainer_spec.load_config_class()
-    for key in ("steps", "batch_rows", "checkpoint_every"):
-        if getattr(loop, key) < 1:
-            raise ConfigError(f"trainer.{key}={getattr(loop, key)} must be >= 1")
-    if loop.group_size is not None and loop.group_size < 2:
-        raise ConfigError(f"algo.group_size={loop.group_size} must be >= 2 (GRPO compares samples)")
-    impl_values = {k: v for k, v in trainer.items() if k not in LOOP_KEYS}
-    dropped = foreign_trainer_keys(str(trainer_kind), impl_values)
-    if dropped:
-        warnings.warn(_dropped_text(str(trainer_kind), dropped), ConfigWarning, stacklevel=2)
-    impl = build(impl_class, {k: v for k, v in impl_values.items() if k not in dropped},
-                 f"trainer (trainer={trainer_kind})", extra_valid=LOOP_KEYS)
-    algo_cfg = build(algo_classes[algo_kind], {k: v for k, v in algo.items() if k not in GROUP_KEYS},
-                     f"algo (algo={algo_kind})", extra_valid=GROUP_KEYS)
-    check_algo = getattr(impl, "check_algo", None)  # service trainers reject knobs they cannot honour
-    if check_algo is not None:
-        check_algo(algo_cfg)
-    return TrainerSection(loop=loop, trainer=impl, algo=algo_cfg, dropped=tuple(dropped))
-
-
-def build_logger_section(node: Any) -> dict[str, Any]:
-    """The `logger` group (several options at once: `logger=[tensorboard,wandb]`): each selected
-    tracker's typed node; an unknown tracker, a key that would hold a credential, or a tracker
-    whose package is missing is an error here, before anything runs."""
-    from .trackers import registry
-
-    if node is None:
-        return {}
-    if not isinstance(node, dict):
-        raise ConfigError(f"config node logger must be a mapping of tracker name -> settings "
-                          f"(select trackers with logger=[tensorboard,wandb]), got {node!r}")
-    section = {}
-    for name, values in node.items():
-        module = registry.tracker_module(str(name))
-        values = {} if values is None else values
-        if isinstance(values, dict):
-            registry.check_no_secrets(str(name), list(values))
-        section[name] = build(module.Config, values, f"logger.{name}")
-        check = getattr(section[name], "validate", None)
-        if check is not None:
-            check()
-        registry.require_package(str(name), module)
-    return section
-
-
 @dataclass(frozen=True)
 class HarnessConfig:
     model: ModelConfig
@@ -307,7 +187,7 @@ def node_classes(section: str) -> list[type]:
         from .trainers.registry import TRAINERS
 
         kinds = [spec.load_config_class() for spec in TRAINERS.values()] if section == "trainer" else \
-            list(_algo_classes().values())
+            list(algo_classes().values())
         return [TrainLoopConfig, *kinds]
     hint = typing.get_type_hints(HarnessConfig).get(section)
     return [hint] if dataclasses.is_dataclass(hint) else []
@@ -441,7 +321,7 @@ def settable_override(override: str) -> str:
     if not sep or key[:1] in "+~" or "@" in key:
         return override
     section = key.split(".", 1)[0]
-    typed = {f.name for f in dataclasses.fields(HarnessConfig)} - {"logger"}
+    typed = ({f.name for f in dataclasses.fields(HarnessConfig)} | set(_SPLIT_NODES)) - {"logger"}
     if "." not in key:
         return "++" + override if key in typed - set(_available_groups()) else override
     return "++" + override if section in typed and node_classes(section) else override

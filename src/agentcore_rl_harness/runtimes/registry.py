@@ -44,5 +44,5 @@ DEFAULT_RUNTIME = "local"
 
 def runtime_spec(kind: Any) -> RuntimeSpec:
     if kind not in RUNTIMES:
-        raise ConfigError(f"runtime={kind!r} is not available; valid choices: {sorted(RUNTIMES)}")
+        raise ConfigError(f"runtime={kind!r} is not available; valid choices: {list(RUNTIMES)}")
     return RUNTIMES[kind]
