@@ -88,6 +88,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="keep this run's report as the named baseline (.agentcore-rl/baselines/NAME.json)",
     )
+    group.addoption(
+        "--agentcore-rl-show-config",
+        dest="agentcore_rl_show_config",
+        action="store_true",
+        default=False,
+        help="print the run's composed config (every key, defaults included) and exit before "
+        "collecting or running anything",
+    )
     parser.addini("agentcore_rl_set", "Hydra overrides applied before --agentcore-rl-set", "linelist")
 
 
@@ -97,6 +105,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "agentcore_rl_task: a task test declared with @agentcore_rl_harness.task"
     )
     mode = config.getoption("agentcore_rl")
+    if config.getoption("agentcore_rl_show_config"):
+        _show_config(config)
     if mode is None:
         for flag in (
             "agentcore_rl_set", "agentcore_rl_config", "agentcore_rl_out", "agentcore_rl_resume",
@@ -184,6 +194,26 @@ def pytest_configure(config: pytest.Config) -> None:
     elif where == "worker":
         config.pluginmanager.register(sharding.ShardWorker(run), "agentcore-rl-shard")
     _interrupt_on_sigterm()
+
+
+def _show_config(config: pytest.Config) -> None:
+    """`--agentcore-rl-show-config`: compose as a run would (its config dir or file, the ini's and
+    the command line's overrides; a resumed run's config.yaml) and print it, then exit 0."""
+    import yaml
+
+    from .config import compose_config, default_config_source
+
+    overrides = [*config.getini("agentcore_rl_set"), *config.getoption("agentcore_rl_set")]
+    path, resume = config.getoption("agentcore_rl_config"), config.getoption("agentcore_rl_resume")
+    source = (Path(resume) / "config.yaml" if resume else Path(path) if path
+              else default_config_source(Path(config.rootpath)))
+    try:
+        composed = compose_config(overrides, source=source)
+    except ConfigError as exc:
+        raise pytest.UsageError(f"agentcore-rl config: {exc}") from exc
+    print(f"# agentcore-rl config from {composed.source}; overrides: {list(composed.overrides)}")
+    print(yaml.safe_dump(composed.resolved, sort_keys=False), end="", flush=True)
+    pytest.exit("agentcore-rl: config shown, nothing run", returncode=0)
 
 
 class ProgressHooks:
