@@ -276,7 +276,7 @@ async def test_region_comes_from_the_arn_and_invokes_are_never_blindly_retried(a
 )
 async def test_bad_settings_are_config_errors(aws, options, message):
     with pytest.raises(ConfigError, match=message):
-        AgentCoreRuntime(AgentCoreRuntimeConfig(), **options)
+        AgentCoreRuntime(AgentCoreRuntimeConfig(**options))
 
 
 async def test_a_task_without_an_arn_is_a_config_error(aws):
