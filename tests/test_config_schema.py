@@ -103,3 +103,15 @@ def test_each_runtime_kind_has_its_own_concurrency_default():
     composed = cfg.compose_config(["model=tiny", "runtime=agentcore", "+runtime.arns.test_x=arn:aws:x:us-west-2:1:r"])
     assert composed.typed.runtime.concurrency == 32
     assert cfg.compose_config(["runtime=agentcore", "runtime.concurrency=4"]).typed.runtime.concurrency == 4
+
+
+def test_the_configuration_reference_is_up_to_date():
+    from agentcore_rl_harness.config_reference import main, reference
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "reference" / "configuration.md"
+    assert main(["--check", str(page)]) == 0, "run: python -m agentcore_rl_harness.config_reference"
+    text = reference()
+    for row in ("| `runtime.concurrency` | int | `8` |", "| `runtime.concurrency` | int | `32` |",
+                "| `runtime.limits.memory_mb` | int \\| null | `8192` |", "| `gateway.max_turns` |",
+                "| `trainer.steps` | int | `20` |", "| `gateway.tls.certfile` |"):
+        assert row in text, row

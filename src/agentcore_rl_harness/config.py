@@ -38,15 +38,15 @@ AGENT_CHOICES = (TASK_AGENT, *SANITY_AGENTS)
 
 @dataclass(frozen=True)
 class ModelConfig:
-    name: str
-    dtype: str = "float32"
+    name: str  # a named model (agentcore-rl models list) or a local HF folder path
+    dtype: str = "float32"  # float32 | bfloat16 | float16
 
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    kind: str = "hf"
-    max_batch_size: int = 16
-    batch_wait_s: float = 0.005
+    kind: str = "hf"  # hf: the in-process transformers sampler, batched across concurrent sessions
+    max_batch_size: int = 16  # decode requests batched together
+    batch_wait_s: float = 0.005  # how long a batch waits for more requests
     prefix_cache_tokens: int = 32768  # KV prefix cache size in tokens (0 = off); ~45 KiB/token for SmolLM2
 
 
@@ -54,10 +54,10 @@ class SamplerConfig:
 class SamplingConfig:
     """The `sampling` node; its defaults are `SamplingParams`' (records.py), not a copy."""
 
-    temperature: float = SamplingParams.temperature
-    top_p: float = SamplingParams.top_p
-    top_k: int = SamplingParams.top_k
-    max_tokens: int = SamplingParams.max_tokens
+    temperature: float = SamplingParams.temperature  # the trainer owns sampling: wins over what an agent sends
+    top_p: float = SamplingParams.top_p  # nucleus sampling (1.0: off)
+    top_k: int = SamplingParams.top_k  # top-k sampling (0: off)
+    max_tokens: int = SamplingParams.max_tokens  # reply tokens per turn (an agent may only lower it)
 
     def to_params(self) -> SamplingParams:
         return SamplingParams(
@@ -130,7 +130,7 @@ class HarnessConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     gates: GatesConfig = field(default_factory=GatesConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
-    seed: int = 0
+    seed: int = 0  # seeds sampling, data order and the trainer
     trainer: Any = None  # a TrainerSection, built from the `trainer` and `algo` nodes
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     agent: str = TASK_AGENT  # task: each task's own agent; oracle / null: a sanity agent; or a file / module:app
