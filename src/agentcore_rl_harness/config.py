@@ -72,7 +72,7 @@ class SamplingConfig:
 class EvalConfig:
     """The `eval` group (conf/eval/<name>.yaml): which rows an evaluation rolls out, and how."""
 
-    split: str = "test"
+    split: str = "test"  # which rows an eval run rolls out
     samples: int | None = None  # samples per row; None = the task's own `samples`
     max_rows: int | None = None  # cap on rows per task; None = all
     timeout_s: float = 300.0  # per rollout, counted from submission
@@ -99,7 +99,7 @@ WARMUP_SOURCES = ("oracle", "run:DIR", "dataset:PATH")
 class WarmupConfig:
     """The `warmup` node: supervised steps on demonstrations before RL (`run` / `train` modes)."""
 
-    enabled: bool = False
+    enabled: bool = False  # supervised steps before RL (cross-entropy on train rows' assistant tokens)
     source: str = "oracle"  # oracle | run:DIR (its successful train-row rollouts) | dataset:PATH
     steps: int = 20  # supervised steps
     batch_size: int = 8  # demonstrations per step (a seeded, epoch-cycling order)

@@ -42,7 +42,7 @@ def _rows(cls: type, prefix: str, keys: typing.Iterable[str] | None = None) -> l
         if dataclasses.is_dataclass(hint):
             rows += _rows(hint, key)
             continue
-        doc = docs.get(f.name, "").replace("|", "\\|")
+        doc = docs.get(f.name, "picked by the group option" if f.name == "kind" else "").replace("|", "\\|")
         kind = type_name(hint).replace("|", "\\|")
         rows.append(f"| `{key}` | {kind} | {_value(default_of(f))} | {doc} |")
     return rows

@@ -5,11 +5,13 @@ one-line doc from the comment beside it (for `config_reference` and `--agentcore
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import functools
 import inspect
 import io
+import textwrap
 import tokenize
 import types
 import typing
@@ -113,9 +115,10 @@ def default_of(f: dataclasses.Field[Any]) -> Any:
 
 @functools.cache
 def field_docs(cls: type) -> dict[str, str]:
-    """Each field's doc: the comment at the end of its line, else the comment lines just above."""
+    """Each field's doc: the string just below it (an attribute docstring), else the comment at
+    the end of its line, else the comment lines just above it."""
     try:
-        source = inspect.getsource(cls)
+        source = textwrap.dedent(inspect.getsource(cls))
     except (OSError, TypeError):
         return {}
     comments: dict[int, str] = {}
@@ -123,22 +126,23 @@ def field_docs(cls: type) -> dict[str, str]:
         if token.type == tokenize.COMMENT:
             comments[token.start[0]] = token.string.lstrip("#").strip()
     lines = source.splitlines()
-    names = {f.name for f in dataclasses.fields(cls)}
+    body = ast.parse(source).body[0].body  # type: ignore[attr-defined]
     docs = {}
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        name = stripped.split(":", 1)[0]
-        if name not in names or ":" not in stripped or name in docs:
+    for index, node in enumerate(body):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
-        if number in comments and not stripped.startswith("#"):
-            docs[name] = comments[number]
-            continue
-        above, row = [], number - 1
-        while row in comments and lines[row - 1].strip().startswith("#"):
-            above.insert(0, comments[row])
-            row -= 1
-        if above:
-            docs[name] = " ".join(above)
+        after = body[index + 1] if index + 1 < len(body) else None
+        if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+            docs[node.target.id] = " ".join(after.value.value.split("\n\n")[0].split())
+        elif node.end_lineno in comments:
+            docs[node.target.id] = comments[node.end_lineno]
+        else:
+            above, row = [], node.lineno - 1
+            while row in comments and lines[row - 1].strip().startswith("#"):
+                above.insert(0, comments[row])
+                row -= 1
+            if above:
+                docs[node.target.id] = " ".join(above)
     return docs
 
 
