@@ -53,7 +53,7 @@ from . import _invocations as invocations
 from .agentcore_config import AgentCoreRuntimeConfig
 from .limits import STOP_PRIORITY, Priorities, SessionLimiter, build_limiter
 from ._retry import Backoff, GaveUp, retry_call
-from .base import AgentRef
+from .base import AgentRef, AgentRuntime
 
 if TYPE_CHECKING:
     from ._acr_commands import AcrSessionSandbox
@@ -82,7 +82,7 @@ def region_of(arn: str) -> str:
     return parts[3]
 
 
-class AgentCoreRuntime:
+class AgentCoreRuntime(AgentRuntime):
     """Runs each session on Bedrock AgentCore Runtime; implements `AgentRuntime`."""
 
     def __init__(

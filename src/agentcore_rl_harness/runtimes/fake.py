@@ -19,7 +19,7 @@ from typing import Any, Union
 
 from ..errors import HarnessError
 from ..records import SessionOutcome, Status
-from .base import AgentRef
+from .base import AgentRef, AgentRuntime
 
 Answer = Union[dict[str, Any], SessionOutcome]
 Handler = Callable[["FakeSession"], Union[Answer, Awaitable[Answer]]]
@@ -45,7 +45,7 @@ class FakeSession:
         return self.payload["_rollout"]["api_key"]
 
 
-class FakeRuntime:
+class FakeRuntime(AgentRuntime):
     """An `AgentRuntime` answering from `handler`; `sessions` records every call in order."""
 
     def __init__(self, handler: Handler) -> None:

@@ -68,7 +68,7 @@ from ._local_session import (
 )
 from ._processes import Child, SpawnedChild, log_rmtree_error, terminate
 from ._zygote_pool import ZygoteFailed, ZygotePool
-from .base import AgentRef
+from .base import AgentRef, AgentRuntime
 from .isolation import (
     Isolation,
     IsolationChoice,
@@ -90,7 +90,7 @@ _AGENT_SOCKET = ".agent.sock"
 _MAX_UNIX_PATH = 107
 
 
-class LocalRuntime:
+class LocalRuntime(AgentRuntime):
     """Runs each agent session in its own process; implements `AgentRuntime`."""
 
     def __init__(
