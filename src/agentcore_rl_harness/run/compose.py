@@ -280,6 +280,5 @@ class Harness:
             if self._sampler is not None and self._given_sampler is None:
                 self._sampler.close()
             # Service trainers hold billed remote sessions: release them on every exit path.
-            close_trainer = getattr(self._trainer, "close", None)
-            if close_trainer is not None and self._given_trainer is None:
-                close_trainer()
+            if self._trainer is not None and self._given_trainer is None:
+                self._trainer.close()

@@ -195,7 +195,7 @@ class CaseRunner:
             )
 
     def live_sessions(self) -> int:
-        return self.runtime.live_sessions()
+        return self.runtime.live_sessions
 
     async def release_all(self) -> None:
         """Release what episodes still hold (the run ends before some were scored)."""

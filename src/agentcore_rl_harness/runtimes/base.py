@@ -56,6 +56,7 @@ class AgentRuntime(Protocol):
         """What this runtime kept of a session run with `keep_state=True` (None: nothing)."""
         return None
 
+    @property
     def live_sessions(self) -> int:
         """Sessions alive now (the progress line's count); 0 where the runtime does not count."""
         return 0

@@ -51,7 +51,7 @@ class FakeRuntime(AgentRuntime):
     def __init__(self, handler: Handler) -> None:
         self._handler = handler
         self.sessions: list[FakeSession] = []
-        self.live_sessions = 0
+        self._live = 0
         self.closed = False
 
     async def run_session(
@@ -62,7 +62,7 @@ class FakeRuntime(AgentRuntime):
         session = FakeSession(agent=agent, session_id=session_id, payload=payload, timeout_s=timeout_s)
         self.sessions.append(session)
         started = time.monotonic()
-        self.live_sessions += 1
+        self._live += 1
         try:
             answer = await asyncio.wait_for(self._answer(session), timeout_s)
         except HarnessError:
@@ -74,7 +74,7 @@ class FakeRuntime(AgentRuntime):
             return SessionOutcome(status=Status.AGENT_ERROR, result=None, elapsed_s=time.monotonic() - started,
                                   error=f"{type(exc).__name__}: {exc}")
         finally:
-            self.live_sessions -= 1
+            self._live -= 1
         if isinstance(answer, SessionOutcome):
             return answer
         if not isinstance(answer, dict):
@@ -88,6 +88,10 @@ class FakeRuntime(AgentRuntime):
         if inspect.isawaitable(value):
             value = await value
         return value
+
+    @property
+    def live_sessions(self) -> int:
+        return self._live
 
     async def aclose(self) -> None:
         self.closed = True
