@@ -230,9 +230,9 @@ def test_auto_is_the_strongest_available_and_none_warns(caplog, monkeypatch):
 
 
 def test_fork_cannot_be_combined_with_isolation():
-    with pytest.raises(ValueError, match="start_method='fork' cannot isolate sessions"):
+    with pytest.raises(ConfigError, match="start_method=fork cannot isolate sessions"):
         LocalRuntime(LocalRuntimeConfig(start_method="fork", isolation="bwrap"))
-    with pytest.raises(ValueError, match="start_method='fork' cannot isolate sessions"):
+    with pytest.raises(ConfigError, match="start_method=fork cannot isolate sessions"):
         LocalRuntime(LocalRuntimeConfig(start_method="fork", isolation="uid"))
 
 

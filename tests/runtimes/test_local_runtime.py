@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 
 from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
-from agentcore_rl_harness.errors import RuntimeStartError
+from agentcore_rl_harness.errors import ConfigError, RuntimeStartError
 from acr_stub import AGENTS, alive
 from acr_stub import agent_ref as agent
 from agentcore_rl_harness.records import Status
@@ -66,7 +66,7 @@ async def test_isolated_sessions_spawn_by_default_and_fork_means_no_isolation(ca
 
 
 async def test_unknown_start_method_is_refused():
-    with pytest.raises(ValueError, match="'forkserver'"):
+    with pytest.raises(ConfigError, match="runtime.start_method='forkserver' is not supported; valid choices"):
         LocalRuntime(LocalRuntimeConfig(start_method="forkserver"))
 
 
