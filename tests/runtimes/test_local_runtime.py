@@ -368,9 +368,10 @@ def test_agent_processes_die_with_a_killed_harness(tmp_path, start_method):
         from agentcore_rl_harness.runtimes.base import AgentRef
         from agentcore_rl_harness.runtimes.isolation import IsolationChoice
         from agentcore_rl_harness.runtimes.local import LocalRuntime
+        from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
 
         async def main():
-            runtime = LocalRuntime(concurrency=1, start_method={start_method!r},
+            runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, start_method={start_method!r}),
                                    isolation=IsolationChoice(writable=({str(tmp_path)!r},)))
             await runtime.run_session(agent=AgentRef(task="t", agent={str(agent)!r}),
                                       session_id="s" * 40, payload={{}}, timeout_s=600)
