@@ -53,3 +53,13 @@ def test_show_config_with_a_typo_is_the_same_usage_error(pytester):
     result = pytester.runpytest("--agentcore-rl-show-config", "--agentcore-rl-set", "runtime.concurency=2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "did you mean `concurrency`" in result.stderr.str()
+
+
+def test_option_mistakes_are_usage_errors_before_any_run_directory(pytester):
+    """RunOptions checks every --agentcore-rl* option when pytest configures, before a run exists."""
+    result = pytester.runpytest("--agentcore-rl", "eval", "--agentcore-rl-compare", "nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--agentcore-rl-compare 'nope': not a run directory" in result.stderr.str()
+    result = pytester.runpytest("--agentcore-rl", "eval", "--agentcore-rl-save-baseline", "../x")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "use a plain name like 'main'" in result.stderr.str()
+    assert not (pytester.path / "outputs").exists()

@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("run",),
     ("fixtures", "plugin", "pytest_outcomes", "sharding", "_shard_scheduling", "integrations", "sweep",
-     "standalone_gateway", "cli", "config_reference"),
+     "standalone_gateway", "cli", "config_reference", "run_options"),
     ("",),  # the package's own __init__: the public facade
 )
 
