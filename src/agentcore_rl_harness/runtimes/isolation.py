@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ._session_caps import check_session_limits
 from .network import NetworkPolicy
 
 logger = logging.getLogger(__name__)
@@ -60,12 +61,19 @@ class SandboxLimits:
     file_size_mb: int | None = 1024  # RLIMIT_FSIZE: largest file a session may write
     open_files: int | None = 4096  # RLIMIT_NOFILE
     processes: int | None = 1024  # RLIMIT_NPROC: counted per uid (uid isolation) or user namespace
+    # Session-wide caps, all its processes together (_session_caps.py; null: no cap)
+    session_memory_mb: int | str | None = "auto"  # auto: half the RAM split over `concurrency`
+    session_disk_mb: int | None = 1024  # its writable dirs (a size-limited tmpfs each)
+    session_pids: int | None = 512  # processes and threads
+    session_cpu: float | str | None = "auto"  # cores (CFS quota); auto: half the machine's
+    session_result_mb: int | None = 64  # the largest answer read from the agent
 
     def check(self) -> None:
         for name in ("memory_mb", "file_size_mb", "open_files", "processes"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"runtime.limits.{name} must be >= 1 or null, got {value}")
+        check_session_limits(self)
 
     def values(self) -> list[tuple[str, int, int]]:
         """(prlimit option, resource, value) of each limit that is set, the value capped at the
@@ -147,6 +155,10 @@ class Isolation:
 
     def prepare(self, workdir: Path) -> None:
         """Make `workdir` (just created by the harness) the session's own."""
+
+    def session_tmpfs(self, workdir: Path) -> list[Path]:
+        """The tmpfs a session writes inside its own namespaces (none outside bubblewrap)."""
+        return []
 
     def launch(self, argv: Sequence[str], *, workdir: Path, readable: Iterable[Path] = (),
                info_fd: int | None = None, hosts_file: Path | None = None) -> LaunchPlan:
@@ -240,14 +252,15 @@ class Bubblewrap(Isolation):
             command.append("--unshare-net")
             if hosts_file is not None:
                 command += ["--ro-bind", str(hosts_file), "/etc/hosts"]
+        size = self._tmpfs_size()
         for path in _hidden_roots(self.hidden, workdir):
-            command += ["--tmpfs", str(path)]
+            command += [*size, "--tmpfs", str(path)]
         rebound = _rebinds(self.hidden, workdir, [*self.readable, *readable])
         for path in rebound:
             command += ["--ro-bind", str(path), str(path)]
         for path in sorted(set(self.hidden), key=lambda p: len(p.parts)):  # e.g. a run dir in a repo
             if path.is_dir() and any(path != bound and path.is_relative_to(bound) for bound in rebound):
-                command += ["--tmpfs", str(path)]
+                command += [*size, "--tmpfs", str(path)]
         for path in self.writable:
             command += ["--bind", str(path), str(path)]
         command += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
@@ -256,6 +269,13 @@ class Bubblewrap(Isolation):
             command += ["--info-fd", str(info_fd)]
             pass_fds = (info_fd,)
         return self._plan([*command, "--", *argv], pass_fds)
+
+    def session_tmpfs(self, workdir: Path) -> list[Path]:
+        return _hidden_roots(self.hidden, workdir)
+
+    def _tmpfs_size(self) -> list[str]:
+        disk = self.limits.session_disk_mb
+        return ["--size", str(disk * _MIB)] if disk else []
 
     def enter(self, argv: Sequence[str], *, host_pid: int, cwd: str) -> LaunchPlan:
         nsenter = shutil.which("nsenter") or "nsenter"
