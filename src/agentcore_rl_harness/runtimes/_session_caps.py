@@ -203,7 +203,7 @@ class SessionBox:
                 return f"session_pids={caps.pids} exceeded: {count} processes and threads"
             if caps.memory_mb and (rss := _rss_bytes(pids)) > caps.memory_mb * _MIB:
                 return (f"session_memory_mb={caps.memory_mb} exceeded: its processes hold "
-                        f"{rss // _MIB} MB resident")
+                        f"{rss // _MIB} MB (proportional set size)")
         if caps.disk_mb:
             return self._disk_breach(caps.disk_mb)
         return None
@@ -306,11 +306,18 @@ def _threads(pids: set[int]) -> int:
 
 
 def _rss_bytes(pids: set[int]) -> int:
+    """The processes' proportional set size (shared pages split between their sharers, so forked
+    workers are not counted many times over); resident size where smaps_rollup is missing."""
     page = os.sysconf("SC_PAGE_SIZE")
     total = 0
     for pid in pids:
         with contextlib.suppress(OSError, ValueError, IndexError):
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+            else:
+                total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
     return total
 
 

@@ -355,6 +355,8 @@ class LocalRuntime:
                 session.child = await self._launch(session, spec, import_root, env)
                 self._live.add(session.child)
                 port = await self._read_address(session, spec)
+                if not isinstance(session.child, SpawnedChild):  # forked: its pid is known now
+                    session.caps.adopt(session.child.pid)
                 if session.network is not None and isinstance(session.child, SpawnedChild):
                     await session.network.start(await session.child.wait_sandbox_pid(
                         self.startup_timeout_s))
@@ -372,11 +374,9 @@ class LocalRuntime:
     ) -> Child:
         if self._zygotes is not None:
             try:
-                child = await self._zygotes.fork(
+                return await self._zygotes.fork(
                     spec=spec, import_root=import_root, workdir=session.workdir, env=env
                 )
-                session.caps.adopt(child.pid)
-                return child
             except ZygoteFailed as failure:
                 raise AgentFailed(
                     failure.status, failure.error + section(failure.stderr_tail)
