@@ -14,6 +14,7 @@ import httpx
 from ..records import Status
 from ._processes import Child
 from ._results import ResultError, parse_invocation_body
+from ._session_caps import STDERR_LOG
 from ._zygote_pool import read_tail
 from .base import AgentRef
 from .sandbox import SessionSandbox
@@ -45,7 +46,7 @@ class LocalSession:
 
     @property
     def stderr_path(self) -> Path:
-        return self.workdir / "agent-stderr.log"
+        return self.workdir / STDERR_LOG
 
 
 def resolve_agent(agent: AgentRef) -> tuple[str, str]:

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import ctypes
 import ctypes.util
+import dataclasses
 import functools
 import logging
 import os
@@ -43,6 +44,7 @@ RESOURCE_EXCEEDED = "resource_exceeded"
 SESSION_KEYS = ("session_memory_mb", "session_disk_mb", "session_pids", "session_cpu",
                 "session_result_mb")
 AUTO = "auto"
+STDERR_LOG = "agent-stderr.log"  # in the session dir (_local_session.LocalSession.stderr_path)
 MEMORY_SHARE = 0.5  # auto memory: this share of the machine's RAM, split over concurrent sessions
 MIN_AUTO_MEMORY_MB = 256
 _MIB = 1024 * 1024
@@ -66,6 +68,20 @@ def check_session_limits(limits: Any) -> None:
         if value <= 0 or (name == "session_pids" and value < 8):
             least = "8 (the agent server alone runs a few threads)" if name == "session_pids" else "> 0"
             raise ConfigError(f"runtime.limits.{name} must be >= {least} or null (no cap), got {value!r}")
+
+
+def check_agentcore_limits(limits: Any) -> list[str]:
+    """`runtime=agentcore`: validate `runtime.limits` as for local, and say (a warning) which keys
+    set away from their defaults the harness cannot apply (ACR's microVM has its own limits).
+    Returns those keys as `key=value`."""
+    limits.check()
+    unapplied = [f"{f.name}={getattr(limits, f.name)!r}" for f in dataclasses.fields(limits)
+                 if getattr(limits, f.name) != f.default]
+    if unapplied:
+        logger.warning("runtime=agentcore: AgentCore Runtime runs each session in its own microVM "
+                       "under its own limits; the harness cannot apply runtime.limits %s (they "
+                       "apply to runtime=local only)", ", ".join(unapplied))
+    return unapplied
 
 
 @dataclass(frozen=True)
@@ -218,8 +234,16 @@ class SessionBox:
                 stat = os.statvfs(path)
                 if stat.f_bavail * stat.f_frsize < _FULL_SLACK_BYTES:
                     shown = str(path).split("/root", 1)[-1] if path != self.workdir else str(path)
-                    return f"session_disk_mb={disk_mb} exceeded: {shown} is full"
+                    return f"session_disk_mb={disk_mb} exceeded: {shown} is full{self._flood()}"
         return None
+
+    def _flood(self) -> str:
+        """What filled the session dir when it is the agent's own output (its stderr log)."""
+        with contextlib.suppress(OSError):
+            size = (self.workdir / STDERR_LOG).stat().st_size
+            if size > _MIB:
+                return f" ({size // _MIB} MB of it the agent's stdout/stderr: an output flood)"
+        return ""
 
     def _tree(self) -> set[int]:
         """The session's processes: its uid's (uid isolation), else the first one's descendants."""

@@ -32,14 +32,13 @@ import os
 import resource
 import shutil
 import subprocess
-import sys
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ._sandbox_paths import default_hidden, hidden_roots, python_paths, rebinds
 from ._session_caps import check_session_limits
 from .network import NetworkPolicy
 
@@ -253,9 +252,9 @@ class Bubblewrap(Isolation):
             if hosts_file is not None:
                 command += ["--ro-bind", str(hosts_file), "/etc/hosts"]
         size = self._tmpfs_size()
-        for path in _hidden_roots(self.hidden, workdir):
+        for path in hidden_roots(self.hidden, workdir):
             command += [*size, "--tmpfs", str(path)]
-        rebound = _rebinds(self.hidden, workdir, [*self.readable, *readable])
+        rebound = rebinds(self.hidden, workdir, [*self.readable, *readable])
         for path in rebound:
             command += ["--ro-bind", str(path), str(path)]
         for path in sorted(set(self.hidden), key=lambda p: len(p.parts)):  # e.g. a run dir in a repo
@@ -271,7 +270,7 @@ class Bubblewrap(Isolation):
         return self._plan([*command, "--", *argv], pass_fds)
 
     def session_tmpfs(self, workdir: Path) -> list[Path]:
-        return _hidden_roots(self.hidden, workdir)
+        return hidden_roots(self.hidden, workdir)
 
     def _tmpfs_size(self) -> list[str]:
         disk = self.limits.session_disk_mb
@@ -285,49 +284,6 @@ class Bubblewrap(Isolation):
             f"--setuid={_SANDBOX_UID}", f"--setgid={_SANDBOX_UID}", f"--wd={cwd}", "--",
         ]
         return self._plan([*command, *argv])
-
-
-def default_hidden(base_dir: Path | None) -> tuple[Path, ...]:
-    """What no session may see: where sessions live, the harness user's home, shared temp dirs."""
-    candidates = [Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"),
-                  Path.home(), Path("/root")]
-    if base_dir is not None:
-        candidates.append(base_dir)
-    return tuple(dict.fromkeys(p.resolve() for p in candidates if p.exists()))
-
-
-def python_paths() -> tuple[Path, ...]:
-    """What an agent's interpreter must read: the installation and every import path."""
-    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
-    paths += [p for p in sys.path if p]
-    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return tuple(dict.fromkeys(Path(p).resolve() for p in paths if os.path.exists(p)))
-
-
-def _hidden_roots(hidden: Sequence[Path], workdir: Path) -> list[Path]:
-    """Hidden paths outermost first; a path inside another hidden one is covered already."""
-    roots: list[Path] = []
-    for path in sorted(set(hidden), key=lambda p: len(p.parts)):
-        if path == Path("/") or not path.is_dir() or any(path.is_relative_to(root) for root in roots):
-            continue
-        roots.append(path)
-    return roots
-
-
-def _rebinds(hidden: Sequence[Path], workdir: Path, readable: Iterable[Path]) -> list[Path]:
-    """Readable paths under a hidden one, bound back; never one that would uncover other sessions."""
-    roots = _hidden_roots(hidden, workdir)
-    chosen: list[Path] = []
-    for path in dict.fromkeys(readable):
-        if not path.exists() or not any(path.is_relative_to(root) for root in roots):
-            continue
-        if workdir.parent.is_relative_to(path) or any(root.is_relative_to(path) for root in roots):
-            logger.debug("not binding %s into the session sandbox: it would uncover %s", path,
-                           workdir.parent)
-            continue
-        chosen.append(path)
-    chosen.sort(key=lambda p: len(p.parts))
-    return [p for i, p in enumerate(chosen) if not any(p.is_relative_to(q) for q in chosen[:i])]
 
 
 def _owner(path: str) -> int:
@@ -400,7 +356,9 @@ def build_isolation(choice: IsolationChoice, *, base_dir: Path | None = None) ->
         if choice.kind == "auto":
             logger.warning("session isolation: %s; falling back to a uid per session "
                            "(runtime.isolation=uid), which shares the host's network", why_not)
-        return SessionUid(choice.limits, **kwargs)
+        pids = choice.limits.session_pids  # RLIMIT_NPROC counts per uid: per session here
+        per_uid = choice.limits.processes if pids is None else min(pids, choice.limits.processes or pids)
+        return SessionUid(dataclasses.replace(choice.limits, processes=per_uid), **kwargs)
     if choice.kind == "auto":
         logger.warning("session isolation: %s and this is not root, so sessions are NOT isolated "
                        "from each other (runtime.isolation=none)", why_not)
