@@ -6,10 +6,13 @@ bounded by itself too (a count, a size, a deadline), so a broken cap cannot take
 - disk_filler: writes `mb` MB in 1 MB chunks into `where` (the session dir, or /tmp inside it)
 - output_flood: writes `mb` MB to stdout/stderr
 - big_result: answers with a string of `mb` MB
+- daemon: leaves behind a SIGTERM-ignoring process in its own session (double fork), answers
+  its pid; it must not outlive the session
 - well_behaved: sleeps `sleep_s` seconds and answers ok
 """
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -78,6 +81,19 @@ def output_flood(mb: int) -> dict:
     return {"flooded_mb": mb}
 
 
+def daemon(live_s: float) -> dict:
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            os.write(write, str(os.getpid()).encode())
+            time.sleep(live_s)
+            os._exit(0)
+        os._exit(0)
+    return {"daemon_pid": int(os.read(read, 32))}
+
+
 @app.entrypoint
 def invoke(payload, context):
     attack = payload["attack"]
@@ -91,5 +107,7 @@ def invoke(payload, context):
         return output_flood(payload["mb"])
     if attack == "big_result":
         return {"blob": "z" * (payload["mb"] * 1048576)}
+    if attack == "daemon":
+        return daemon(payload.get("live_s", 60.0))
     time.sleep(payload.get("sleep_s", 0))
     return {"ok": True, "pid": os.getpid()}
