@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import resource
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from agentcore_rl_harness.runtimes import _session_caps
 from agentcore_rl_harness.runtimes._cgroups import CgroupLayout, find_cgroups
 from agentcore_rl_harness.runtimes._session_caps import Caps, check_agentcore_limits
 from agentcore_rl_harness.runtimes.base import AgentRef
-from agentcore_rl_harness.runtimes.isolation import IsolationChoice, SandboxLimits
+from agentcore_rl_harness.runtimes.isolation import IsolationChoice, SandboxLimits, build_isolation
 from agentcore_rl_harness.runtimes.local import LocalRuntime
 
 ABUSE = AgentRef(task="abuse", agent=str(AGENTS / "abuse_agent.py"))
@@ -180,3 +181,11 @@ def test_cgroup_v2_layout_writes_the_limits_and_joins_before_exec(tmp_path):
     (where / "pids.events").write_text("max 0\n")
     assert "killed 1 of its processes" in group.memory_breach()
     assert group.pids_breach() is None
+
+
+def test_a_uid_session_counts_its_processes_per_own_uid():
+    """isolation=uid: RLIMIT_NPROC counts per uid, and each session has its own: session_pids
+    bounds it even without a cgroup."""
+    isolation = build_isolation(IsolationChoice(kind="uid", limits=SandboxLimits(session_pids=64)))
+    assert isolation.limits.processes == 64
+    assert ("--nproc", resource.RLIMIT_NPROC, 64) in isolation.limits.values()

@@ -24,6 +24,7 @@ refuses any request without the session's own unguessable key.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -273,8 +274,9 @@ class Bubblewrap(Isolation):
         return hidden_roots(self.hidden, workdir)
 
     def _tmpfs_size(self) -> list[str]:
+        """Bubblewrap's tmpfs as large as session_disk_mb (`--size`: bubblewrap >= 0.5)."""
         disk = self.limits.session_disk_mb
-        return ["--size", str(disk * _MIB)] if disk else []
+        return ["--size", str(disk * _MIB)] if disk and _bwrap_sizes_tmpfs(self.bwrap) else []
 
     def enter(self, argv: Sequence[str], *, host_pid: int, cwd: str) -> LaunchPlan:
         nsenter = shutil.which("nsenter") or "nsenter"
@@ -288,6 +290,14 @@ class Bubblewrap(Isolation):
 
 def _owner(path: str) -> int:
     return os.stat(path).st_uid
+
+
+@functools.cache
+def _bwrap_sizes_tmpfs(bwrap: str) -> bool:
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        usage = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10)
+        return "--size" in usage.stdout + usage.stderr
+    return False
 
 
 @functools.cache
