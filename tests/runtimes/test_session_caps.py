@@ -10,6 +10,7 @@ the documented fallback (the process-tree watchdog) forced.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import resource
@@ -189,3 +190,31 @@ def test_a_uid_session_counts_its_processes_per_own_uid():
     isolation = build_isolation(IsolationChoice(kind="uid", limits=SandboxLimits(session_pids=64)))
     assert isolation.limits.processes == 64
     assert ("--nproc", resource.RLIMIT_NPROC, 64) in isolation.limits.values()
+
+
+@pytest.mark.asyncio
+async def test_commands_run_in_a_live_session_count_against_its_caps():
+    """`sandbox(...).exec` joins the session's cgroup: a fork loop started that way ends the
+    session as resource_exceeded too (bounded: 200 sleeps of 5 s)."""
+    if not isinstance(find_cgroups(), CgroupLayout):
+        pytest.fail("this test needs a writable cgroup (CI runs as root on a machine that has one)")
+    runtime = LocalRuntime(concurrency=1, startup_timeout_s=60,
+                           isolation=IsolationChoice(kind="bwrap", limits=CAPS))
+    try:
+        session = asyncio.create_task(runtime.run_session(
+            agent=ABUSE, session_id="live", timeout_s=60,
+            payload={"attack": "well_behaved", "sleep_s": 30}))
+        for _ in range(600):
+            try:
+                sandbox = runtime.sandbox("live")
+                break
+            except Exception:  # not started yet
+                await asyncio.sleep(0.05)
+        with contextlib.suppress(Exception):  # the session (and this command) may die first
+            await sandbox.exec(["sh", "-c", "for i in $(seq 200); do sleep 5 & done; wait"],
+                               timeout=15)
+        outcome = await session
+        assert outcome.status is Status.AGENT_ERROR
+        assert outcome.error.startswith("resource_exceeded: session_pids=64 exceeded"), outcome.error
+    finally:
+        await runtime.aclose()

@@ -265,6 +265,7 @@ class LocalRuntime:
             session.sandbox = SessionSandbox(
                 session_id=session_id, isolation=self.isolation, host_pid=host_pid,
                 workdir=str(session.workdir), env=session.env or {},
+                join=session.caps.argv_prefix() if session.caps is not None else (),
             )
         return session.sandbox
 
