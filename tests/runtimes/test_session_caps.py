@@ -218,3 +218,28 @@ async def test_commands_run_in_a_live_session_count_against_its_caps():
         assert outcome.error.startswith("resource_exceeded: session_pids=64 exceeded"), outcome.error
     finally:
         await runtime.aclose()
+
+
+def test_the_config_keys_reach_the_runtime_and_agentcore_names_what_it_cannot_apply(caplog):
+    from agentcore_rl_harness.config import compose_config
+    from agentcore_rl_harness.run.compose import build_runtime
+
+    caplog.set_level(logging.INFO, logger="agentcore_rl_harness.runtimes")
+    config = compose_config(["runtime.limits.session_memory_mb=300", "runtime.limits.session_pids=40",
+                             "runtime.limits.session_disk_mb=50", "runtime.limits.session_cpu=0.5",
+                             "runtime.isolation=none"]).typed
+    runtime = build_runtime(config)
+    assert runtime.caps.caps == Caps(memory_mb=300, disk_mb=50, pids=40, cpu=0.5, result_mb=64)
+    assert "session caps: memory 300 MB, pids 40 via" in caplog.text
+    with pytest.raises(ConfigError, match="runtime.limits.session_pids must be >= 8"):
+        build_runtime(compose_config(["runtime.limits.session_pids=2"]).typed)
+    with pytest.raises(ConfigError, match="config key runtime.limits.session_memory_mb must be int"):
+        compose_config(["runtime.limits.session_memory_mb=[1]"]).typed
+    with pytest.raises(ConfigError, match="session_memory_mb must be an integer, 'auto' or null"):
+        build_runtime(compose_config(["runtime.limits.session_memory_mb=lots"]).typed)
+    pytest.importorskip("boto3")
+    agentcore = compose_config(["runtime=agentcore", "+runtime.limits.session_memory_mb=512",
+                                "+runtime.arns.x=arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/x-1"]).typed
+    caplog.clear()
+    asyncio.run(build_runtime(agentcore).aclose())
+    assert "cannot apply runtime.limits session_memory_mb=512" in caplog.text
