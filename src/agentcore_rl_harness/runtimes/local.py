@@ -240,6 +240,9 @@ class LocalRuntime:
         """Kill every live session process and zygote; later `run_session` calls raise."""
         self._closed = True
         await asyncio.gather(*(self._terminate(child) for child in list(self._live)))
+        for session in list(self._sessions.values()):  # their cleanup may never run (a dead loop)
+            if session.caps is not None:
+                session.caps.close()
         if self._zygotes is not None:
             await self._zygotes.aclose()
         if self._sink is not None:
