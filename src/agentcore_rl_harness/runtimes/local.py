@@ -313,8 +313,12 @@ class LocalRuntime:
         def sandbox_pid() -> int | None:
             return session.child.sandbox_pid() if isinstance(session.child, SpawnedChild) else None
 
-        await watch(session.caps, sandbox_pid=sandbox_pid,
-                    tmpfs_dirs=self.isolation.session_tmpfs(session.workdir))
+        try:
+            await watch(session.caps, sandbox_pid=sandbox_pid,
+                        tmpfs_dirs=self.isolation.session_tmpfs(session.workdir))
+        except Exception:  # a bug here must not pass silently: the session runs unwatched
+            logger.exception("the caps watchdog of session %s failed; it runs without its "
+                             "session-wide caps being checked", session.session_id)
 
     def _destinations(self, payload: dict[str, Any]) -> list[Destination]:
         """What an isolated session may reach: its gateway, the S3 stand-in, `network.allow`."""
