@@ -22,6 +22,7 @@ failed session.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import ctypes
 import ctypes.util
@@ -144,6 +145,7 @@ class SessionCaps:
     def open(self, workdir: Path, *, owner: int | None = None) -> SessionBox:
         """The caps of the session living in `workdir` (before its first process starts)."""
         box = SessionBox(self, workdir)
+        _OPEN.add(box)
         if self.caps.disk_mb is not None and self.can_mount:
             box.mount_tmpfs(self.caps.disk_mb)
         if self.cgroups is not None:
@@ -292,9 +294,18 @@ class SessionBox:
                 logger.warning("could not unmount the tmpfs on %s: %s", self.workdir,
                                os.strerror(ctypes.get_errno()))
             self.mounted = False
+        _OPEN.discard(self)
 
 
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+_OPEN: set[SessionBox] = set()  # closed at exit too: a runtime never closed leaves no mount
+
+
+@atexit.register
+def _close_open_boxes() -> None:
+    for box in list(_OPEN):
+        with contextlib.suppress(Exception):
+            box.close()
 
 
 @functools.cache
