@@ -513,9 +513,10 @@ class LocalRuntime:
         """Follow an answer that is not the result yet (agentcore-rl-toolkit's app classes)."""
 
         async def get(invocation_id: str) -> Any:
-            response = await c.post("/invocations", json=invocations.get_payload(invocation_id),
-                                    headers={SESSION_HEADER: session_id})
-            return parse_result(response, session)
+            async with c.stream("POST", "/invocations", json=invocations.get_payload(invocation_id),
+                                headers={SESSION_HEADER: session_id}) as response:
+                body = await read_body(response, self.caps.result_bytes)
+            return parse_result(response, session, body)
 
         async def ping() -> str:
             return str((await c.get("/ping")).json().get("status"))
