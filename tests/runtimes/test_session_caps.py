@@ -243,3 +243,18 @@ def test_the_config_keys_reach_the_runtime_and_agentcore_names_what_it_cannot_ap
     caplog.clear()
     asyncio.run(build_runtime(agentcore).aclose())
     assert "cannot apply runtime.limits session_memory_mb=512" in caplog.text
+
+
+def test_without_a_tmpfs_the_watchdog_measures_the_session_dir(tmp_path):
+    """Not root (no mount): the directory's size is summed; over session_disk_mb is a breach."""
+    caps = _session_caps.SessionCaps(Caps(memory_mb=None, disk_mb=1, pids=None, cpu=None,
+                                          result_mb=None), can_mount=False)
+    box = caps.open(tmp_path)
+    try:
+        assert not box.mounted and box.check() is None
+        (tmp_path / "big.bin").write_bytes(b"x" * (2 * 2**20))
+        for _ in range(_session_caps.TREE_SIZE_EVERY):
+            box.check()
+        assert box.breach.startswith("session_disk_mb=1 exceeded: 2 MB written under")
+    finally:
+        box.close()

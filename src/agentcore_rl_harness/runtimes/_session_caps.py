@@ -52,6 +52,7 @@ _MIB = 1024 * 1024
 _FULL_SLACK_BYTES = 64 * 1024  # a tmpfs with less than this free is full
 WATCH_INTERVAL_S = 0.2  # how often a session's counters are read (a cgroup: two small files)
 TREE_WATCH_INTERVAL_S = 0.5  # without a cgroup: a scan of /proc
+TREE_SIZE_EVERY = 5  # without a tmpfs (not root): the session dir's size every 5th look
 
 
 def check_session_limits(limits: Any) -> None:
@@ -171,6 +172,7 @@ class SessionBox:
         self.root_pid: int | None = None  # the session's first process (for the watchdog)
         self.uid: int | None = None  # a uid session's processes are all that uid's
         self.breach: str | None = None
+        self._disk_checks = 0
 
     def mount_tmpfs(self, size_mb: int) -> None:
         libc = _libc()
@@ -227,7 +229,8 @@ class SessionBox:
         return None
 
     def _disk_breach(self, disk_mb: int) -> str | None:
-        if not self.mounted:
+        self._disk_checks += 1
+        if not self.mounted and self._disk_checks % TREE_SIZE_EVERY == 1:  # a walk: not each time
             used = _tree_size(self.workdir, stop_at=disk_mb * _MIB + 1)
             if used > disk_mb * _MIB:
                 return f"session_disk_mb={disk_mb} exceeded: {used // _MIB} MB written under {self.workdir}"
