@@ -20,7 +20,7 @@ import pytest
 
 from acr_stub import AGENTS
 from agentcore_rl_harness.config import RuntimeConfig, build
-from agentcore_rl_harness.errors import ConfigError
+from agentcore_rl_harness.errors import ConfigError, SandboxError
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes import _session_caps
 from agentcore_rl_harness.runtimes._cgroups import CgroupLayout, find_cgroups
@@ -57,6 +57,18 @@ def _state(pid: int) -> str:
     except FileNotFoundError:
         return "gone"
     return status.split("State:")[1].split()[0]
+
+
+async def _live_sandbox(runtime, session_id, timeout_s=60.0):
+    """The session's sandbox once a command runs in it (the session has started)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while asyncio.get_running_loop().time() < deadline:
+        with contextlib.suppress(SandboxError):
+            sandbox = runtime.sandbox(session_id)
+            if (await sandbox.exec(["true"], timeout=10)).ok:
+                return sandbox
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"session {session_id} did not start within {timeout_s}s")
 
 
 def _mounts() -> str:
@@ -204,13 +216,8 @@ async def test_commands_run_in_a_live_session_count_against_its_caps():
         session = asyncio.create_task(runtime.run_session(
             agent=ABUSE, session_id="live", timeout_s=60,
             payload={"attack": "well_behaved", "sleep_s": 30}))
-        for _ in range(600):
-            try:
-                sandbox = runtime.sandbox("live")
-                break
-            except Exception:  # not started yet
-                await asyncio.sleep(0.05)
-        with contextlib.suppress(Exception):  # the session (and this command) may die first
+        sandbox = await _live_sandbox(runtime, "live")
+        with contextlib.suppress(SandboxError):  # the session may end before the command does
             await sandbox.exec(["sh", "-c", "for i in $(seq 200); do sleep 5 & done; wait"],
                                timeout=15)
         outcome = await session
