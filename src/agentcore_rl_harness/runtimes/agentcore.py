@@ -151,7 +151,11 @@ class AgentCoreRuntime(AgentRuntime):
     @classmethod
     def for_run(cls, config: AgentCoreRuntimeConfig, *, private_dirs: tuple[Path, ...] = (),
                 session_timeout_s: float | None = None) -> AgentCoreRuntime:
-        """The run's runtime (`registry.py`): an inline invoke's read outlasts the session timeout."""
+        """The run's runtime (`registry.py`): an inline invoke's read outlasts the session timeout;
+        `runtime.limits` it cannot apply are named (`_session_caps.check_agentcore_limits`)."""
+        from ._session_caps import check_agentcore_limits
+
+        check_agentcore_limits(config.limits)
         if session_timeout_s is not None and config.read_timeout_s < session_timeout_s + 60:
             config = dataclasses.replace(config, read_timeout_s=session_timeout_s + 60)
         return cls(config)

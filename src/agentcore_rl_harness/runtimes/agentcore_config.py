@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ._invocations import RESULT_MODES
+from .isolation import SandboxLimits
 from .limits import LimiterSettings
 
 
@@ -47,6 +48,9 @@ class AgentCoreRuntimeConfig:
     ray_address: str | None = None  # limiter=ray: null = the Ray this process runs in, else RAY_ADDRESS or auto
     limiter_name: str = "agentcore-rl-limiter"  # limiter=ray: the actor's name (namespace agentcore-rl)
     lease_ttl_s: float = 30.0  # limiter=ray: slots of a process silent this long are taken back
+    # Validated as for runtime=local, but ACR's microVM applies its own limits: keys set away
+    # from their defaults are named in a warning when the runtime is built
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
 
     def limiter_settings(self) -> LimiterSettings:
         """The limiter's part of this node (`runtime.limiter*` keys, kept flat: public keys)."""
