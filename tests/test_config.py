@@ -31,7 +31,7 @@ def test_overrides_reach_typed_nodes():
         ("trainer.stepz=2", "did you mean `steps` (not `stepz`)? valid keys of trainer (trainer=local): "
                             "adam_beta1, adam_beta2, adam_eps, autocast_dtype, batch_rows, checkpoint_every"),
         ("runtime.limits.memroy_mb=2", "did you mean `memory_mb` (not `memroy_mb`)? valid keys of "
-                                       "runtime (runtime=local).limits: file_size_mb, memory_mb, open_files, processes"),
+                                       "runtime.limits: file_size_mb, memory_mb, open_files, processes"),
         ("sede=1", "did you mean `seed` (not `sede`)?"),
         ("eval.max_rows=abc", "eval.max_rows must be int"),
         ("sampling.temperature=hot", "sampling.temperature must be float"),

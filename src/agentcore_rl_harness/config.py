@@ -199,7 +199,7 @@ def build_runtime_node(node: Any) -> Any:
     if not isinstance(node, dict):
         raise ConfigError(f"config node runtime must be a mapping, got {node!r}")
     kind = node.get("kind", LocalRuntimeConfig.kind)
-    return build(runtime_spec(kind).config_class, node, f"runtime (runtime={kind})")
+    return build(runtime_spec(kind).config_class, node, "runtime", note=f" (runtime={kind})")
 
 
 def resolved_of(typed: HarnessConfig) -> dict[str, Any]:

@@ -34,16 +34,17 @@ def unknown_key_message(unknown: Iterable[str], valid: Iterable[str], where: str
             f"{' ' if hints else ''}valid keys of {where or '<root>'}: {', '.join(valid)}")
 
 
-def build(cls: type, data: Any, path: str, *, extra_valid: Iterable[str] = ()) -> Any:
+def build(cls: type, data: Any, path: str, *, extra_valid: Iterable[str] = (), note: str = "") -> Any:
     """Build frozen dataclass `cls` from a plain mapping, rejecting unknown keys and bad types.
-    `extra_valid`: keys another node of the same mapping takes (named in the valid-key list)."""
+    `extra_valid`: keys another node of the same mapping takes (named in the valid-key list);
+    `note`: said after the node's name in an unknown-key message (`(runtime=local)`)."""
     if not isinstance(data, dict):
         raise ConfigError(f"config node {path or '<root>'} must be a mapping, got {data!r}")
     hints = typing.get_type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls)}
     unknown = set(data) - set(known) - set(extra_valid)
     if unknown:
-        raise ConfigError(unknown_key_message(unknown, [*known, *extra_valid], path))
+        raise ConfigError(unknown_key_message(unknown, [*known, *extra_valid], f"{path}{note}"))
     values = {}
     for name, f in known.items():
         key = f"{path}.{name}" if path else name

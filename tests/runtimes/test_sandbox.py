@@ -133,7 +133,8 @@ async def test_final_state_is_kept_and_restored_as_an_isolated_sandbox():
 
 
 async def test_final_state_over_the_bound_is_dropped_with_a_reason():
-    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=30, isolation="bwrap"), final_state_max_bytes=5)
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=30, isolation="bwrap"))
+    runtime.final_state_max_bytes = 5  # runtime.final_state_mb counts whole MiB
     try:
         outcome = await runtime.run_session(
             agent=VICTIM, session_id="big-" + "k" * 40, payload={"role": "victim", "wait_s": 0},

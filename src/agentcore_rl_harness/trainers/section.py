@@ -101,9 +101,9 @@ def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> Trai
     if dropped:
         warnings.warn(_dropped_text(str(trainer_kind), dropped), ConfigWarning, stacklevel=2)
     impl = build(impl_class, {k: v for k, v in impl_values.items() if k not in dropped},
-                 f"trainer (trainer={trainer_kind})", extra_valid=LOOP_KEYS)
+                 "trainer", extra_valid=LOOP_KEYS, note=f" (trainer={trainer_kind})")
     algo_cfg = build(algos[algo_kind], {k: v for k, v in algo.items() if k not in GROUP_KEYS},
-                     f"algo (algo={algo_kind})", extra_valid=GROUP_KEYS)
+                     "algo", extra_valid=GROUP_KEYS, note=f" (algo={algo_kind})")
     check_algo = getattr(impl, "check_algo", None)  # service trainers reject knobs they cannot honour
     if check_algo is not None:
         check_algo(algo_cfg)
