@@ -57,7 +57,7 @@ def check_bind(host: str, token: str | None) -> str | None:
     return token
 
 
-def serve(settings: ViewSettings, *, announce: Callable[[str], None] = print) -> None:
+def serve(settings: ViewSettings, *, announce: Callable[[str], None] | None = None) -> None:
     """Serve until interrupted; `announce` gets the URL to open (with the token, if any)."""
     import uvicorn
 
@@ -73,6 +73,7 @@ def serve(settings: ViewSettings, *, announce: Callable[[str], None] = print) ->
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((settings.host.strip("[]"), settings.port))
+        sock.listen(128)  # connections wait in the backlog from the moment the URL is printed
     except OSError as exc:
         sock.close()
         raise HarnessError(f"cannot listen on {settings.host}:{settings.port} ({exc}); pass "
@@ -81,6 +82,7 @@ def serve(settings: ViewSettings, *, announce: Callable[[str], None] = print) ->
     shown = f"[{settings.host.strip('[]')}]" if family == socket.AF_INET6 else settings.host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     runs = len(catalog.runs())
+    announce = announce or (lambda line: print(line, flush=True))
     announce(f"agentcore-rl view: {runs} run{'s' if runs != 1 else ''} at {url}")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     server.run(sockets=[sock])
