@@ -29,9 +29,10 @@ class Browser:
         to_child, self._to_chromium = os.pipe()
         self._from_chromium, from_child = os.pipe()
 
-        def plumb() -> None:
-            os.dup2(to_child, 3)
-            os.dup2(from_child, 4)
+        def plumb() -> None:  # in the child: its ends of the pipes become fds 3 and 4
+            reading, writing = os.dup(to_child), os.dup(from_child)  # off 3 and 4 first
+            os.dup2(reading, 3)
+            os.dup2(writing, 4)
 
         self.process = subprocess.Popen(
             [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
@@ -41,6 +42,7 @@ class Browser:
         os.close(from_child)
         self._next_id, self._replies, self._lock = 0, {}, threading.Condition()
         self.console: list[str] = []
+        self.dialogs: list[str] = []
         self._load_count = 0
         threading.Thread(target=self._read, daemon=True).start()
         target = self.call("Target.createTarget", url="about:blank")["targetId"]
@@ -67,6 +69,8 @@ class Browser:
             with self._lock:
                 self._load_count += 1
                 self._lock.notify_all()
+        elif method == "Page.javascriptDialogOpening":
+            self.dialogs.append(message["params"]["message"])
         elif method == "Runtime.exceptionThrown":
             self.console.append("exception: " + json.dumps(message["params"]["exceptionDetails"])[:500])
         elif method == "Log.entryAdded" and message["params"]["entry"]["level"] == "error":
@@ -94,13 +98,22 @@ class Browser:
             raise RuntimeError(f"{method}: {reply['error']}")
         return reply.get("result", {})
 
-    def open(self, url: str, timeout: float = 30.0) -> None:
+    def open(self, url: str, timeout: float = 90.0) -> None:
         with self._lock:
             loads = self._load_count
         self.call("Page.navigate", session=True, url=url)
         with self._lock:
             if not self._lock.wait_for(lambda: self._load_count > loads, timeout):
                 raise TimeoutError(f"{url} did not load in {timeout}s")
+
+    def open_by(self, action, timeout: float = 90.0) -> None:
+        """Run `action` (a click, a form submit) and wait for the page it loads."""
+        with self._lock:
+            loads = self._load_count
+        action()
+        with self._lock:
+            if not self._lock.wait_for(lambda: self._load_count > loads, timeout):
+                raise TimeoutError(f"no page loaded within {timeout}s")
 
     def js(self, expression: str):
         result = self.call("Runtime.evaluate", session=True, expression=expression,
@@ -109,14 +122,17 @@ class Browser:
             raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
-    def wait_for(self, expression: str, timeout: float = 15.0):
+    def wait_for(self, expression: str, timeout: float = 30.0):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = self.js(expression)
             if value:
                 return value
             time.sleep(0.1)
-        raise TimeoutError(f"{expression} still false after {timeout}s")
+        state = self.js("location.href + ' ' + document.readyState + ' ' + "
+                        "document.body.innerHTML.slice(0, 300)")
+        raise TimeoutError(f"{expression} still false after {timeout}s on {state}; console: "
+                           f"{self.console}")
 
     def click(self, selector: str) -> None:
         self.js(f"document.querySelector({json.dumps(selector)}).click()")

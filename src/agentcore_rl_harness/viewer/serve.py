@@ -9,9 +9,11 @@ from __future__ import annotations
 import ipaddress
 import secrets
 import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import HarnessError
 
@@ -78,6 +80,8 @@ def serve(settings: ViewSettings, *, announce: Callable[[str], None] | None = No
         sock.close()
         raise HarnessError(f"cannot listen on {settings.host}:{settings.port} ({exc}); pass "
                            "--port 0 for any free port, or another --port") from exc
+    threading.Thread(target=_warm_tokenizers, args=(catalog, settings.tokenizer), daemon=True,
+                     name="viewer-tokenizers").start()
     port = sock.getsockname()[1]
     shown = f"[{settings.host.strip('[]')}]" if family == socket.AF_INET6 else settings.host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
@@ -86,3 +90,12 @@ def serve(settings: ViewSettings, *, announce: Callable[[str], None] | None = No
     announce(f"agentcore-rl view: {runs} run{'s' if runs != 1 else ''} at {url}")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     server.run(sockets=[sock])
+
+
+def _warm_tokenizers(catalog: Any, override: Path | None) -> None:
+    """Load the runs' tokenizers while the user opens the first page (transformers' import
+    takes seconds), so the first transcript does not wait for it."""
+    from .tokens import find_tokenizer
+
+    for run in catalog.runs():
+        find_tokenizer(run.model_name(), override).pieces([0])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,35 +34,52 @@ class Tokenizer:
     def decode(self, token_ids: Sequence[int]) -> str:
         if self.path is None:
             return " ".join(str(token) for token in token_ids)
-        return _load(str(self.path)).decode(list(token_ids), skip_special_tokens=False)
+        loaded = _load(str(self.path))
+        with loaded.lock:
+            return loaded.tokenizer.decode(list(token_ids), skip_special_tokens=False)
 
     def pieces(self, token_ids: Sequence[int]) -> list[str]:
         """The text of each token on its own (a byte-level piece of a character shows as �)."""
         if self.path is None:
             return [str(token) for token in token_ids]
-        piece = _piece_of(str(self.path))
-        return [piece(token) for token in token_ids]
+        loaded = _load(str(self.path))
+        with loaded.lock:
+            return [loaded.piece(token) for token in token_ids]
 
     def marker(self, text: str) -> int | None:
         if self.path is None:
             return None
-        token = _load(str(self.path)).convert_tokens_to_ids(text)
-        unknown = _load(str(self.path)).unk_token_id
+        loaded = _load(str(self.path))
+        with loaded.lock:
+            token = loaded.tokenizer.convert_tokens_to_ids(text)
+            unknown = loaded.tokenizer.unk_token_id
         return token if isinstance(token, int) and token != unknown else None
 
 
+class _Loaded:
+    """A tokenizer and the lock its calls take: a fast (Rust) tokenizer used from two threads
+    at once raises 'Already borrowed', and the server renders pages on a thread pool."""
+
+    def __init__(self, path: str) -> None:
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.lock = threading.Lock()
+        self.piece = functools.lru_cache(maxsize=None)(
+            lambda token: self.tokenizer.decode([token], skip_special_tokens=False))
+
+
+_loading = threading.Lock()
+
+
+def _load(path: str) -> _Loaded:
+    with _loading:
+        return _cached(path)
+
+
 @functools.lru_cache(maxsize=4)
-def _load(path: str) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(path)
-
-
-@functools.lru_cache(maxsize=4)
-def _piece_of(path: str) -> Any:
-    tokenizer = _load(path)
-    return functools.lru_cache(maxsize=None)(
-        lambda token: tokenizer.decode([token], skip_special_tokens=False))
+def _cached(path: str) -> _Loaded:
+    return _Loaded(path)
 
 
 def find_tokenizer(model_name: str | None, override: Path | None) -> Tokenizer:
