@@ -2,6 +2,7 @@
 
 import http.client
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -24,7 +25,7 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 def _get(url, headers=None):
     request = urllib.request.Request(url, headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=180) as response:
             return response.status, response.read().decode(), response.headers
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(), exc.headers
@@ -33,7 +34,7 @@ def _get(url, headers=None):
 def _raw(url, path, headers=None):
     """A GET whose path is sent exactly as written (no client-side `..` clean-up)."""
     parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=180)
     connection.request("GET", path, headers=headers or {})
     response = connection.getresponse()
     body = response.read().decode()
@@ -134,3 +135,18 @@ def test_the_bundle_is_a_folder_of_pages_and_refuses_a_foreign_folder(run_dir, t
     (foreign / "keep.txt").write_text("x")
     with pytest.raises(HarnessError, match="not an empty folder or an earlier bundle"):
         write_bundle(catalog, foreign)
+
+
+def test_report_html_links_a_rollout_to_its_viewer_page(shared_run, shared_viewer):
+    from agentcore_rl_harness.reports.load import load_run
+    from agentcore_rl_harness.reports.render import write_reports
+
+    loaded = load_run(shared_run)
+    write_reports(loaded.run_dir, loaded.report, loaded.rollouts)
+    html = (shared_run / "report.html").read_text()
+    links = re.findall(r'class="viewer-link" href="([^"]+)"', html)
+    assert len(links) == 7
+    link = next(link for link in links if link.endswith("/session/session-4"))
+    assert link == f"http://127.0.0.1:7576/run/{shared_run.name}/session/session-4"
+    status, page, _ = _get(link.replace("http://127.0.0.1:7576/", shared_viewer.base))
+    assert status == 200 and "rollout 4</nav>" in page

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import HarnessError
-from .serve import DEFAULT_HOST, DEFAULT_PORT, ViewSettings
+from .links import DEFAULT_HOST, DEFAULT_PORT
+from .serve import ViewSettings
 
 
 def _parser() -> argparse.ArgumentParser:

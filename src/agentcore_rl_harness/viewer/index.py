@@ -22,6 +22,7 @@ from ..errors import HarnessError
 ROLLOUTS = "rollouts.jsonl"  # store.ROLLOUTS (not imported: the viewer reads any run dir)
 DEMO_PHASE = "demo"  # run/cases.py: the warm-up's teacher-forced demonstrations
 TRACES_KEY = b', "traces": ['
+CHUNK = 8 << 20
 SEARCH_CHARS = 600  # of the result and error kept for search
 OUTCOMES = ("all", "success", "failure")
 
@@ -113,18 +114,23 @@ class RunIndex:
             return len(self._rows)
 
     def _read_from(self, start: int) -> None:
+        """Index whole lines from byte `start`, reading `CHUNK` bytes at a time (a 50,000-rollout
+        file is never in memory at once); an unterminated last line is a write in progress."""
         with open(self.path, "rb") as handle:
             handle.seek(start)
-            data = handle.read()
-        end = data.rfind(b"\n") + 1  # an unterminated last line is a write in progress
-        position = 0
-        while position < end:
-            newline = data.index(b"\n", position)
-            line = data[position:newline]
-            if line.strip():
-                self._add(line, start + position)
-            position = newline + 1
-        self._size = start + end
+            carry, position = b"", start
+            while chunk := handle.read(CHUNK):
+                data = carry + chunk
+                end = data.rfind(b"\n") + 1
+                cursor = 0
+                while cursor < end:
+                    newline = data.index(b"\n", cursor)
+                    if newline > cursor and not data[cursor:newline].isspace():
+                        self._add(data[cursor:newline], position + cursor)
+                    cursor = newline + 1
+                position += end
+                carry = data[end:]
+        self._size = position
 
     def _add(self, line: bytes, offset: int) -> None:
         try:
@@ -158,16 +164,17 @@ class RunIndex:
 
 def summary_fields(line: bytes) -> dict[str, Any]:
     """The record without its traces. `traces` is the last key the store writes; the cut is
-    tried at each `, "traces": [` from the right, and only the top-level one leaves valid JSON."""
-    cut = line.rfind(TRACES_KEY)
+    tried at each `, "traces": [` from the left: one inside `result` leaves unbalanced JSON, and
+    the top-level one comes before any inside the traces."""
+    cut = line.find(TRACES_KEY)
     while cut > 0:
         try:
             record = json.loads(line[:cut] + b"}")
             if isinstance(record, dict) and "status" in record:
                 return record
         except ValueError:
-            pass  # this `"traces": [` sits inside a nested value; try the next one to the left
-        cut = line.rfind(TRACES_KEY, 0, cut)
+            pass  # this `"traces": [` sits inside `result`; try the next one
+        cut = line.find(TRACES_KEY, cut + 1)
     record = json.loads(line)
     if not isinstance(record, dict):
         raise ValueError(f"a JSON {type(record).__name__}, not an object")

@@ -9,7 +9,6 @@ its directory's name (report.html links by it), made unique with a suffix when t
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import yaml
 
 from ..errors import HarnessError
 from .index import ROLLOUTS, RunIndex
+from .links import run_key
 
 SCAN_DEPTH = 3
 MARKERS = (ROLLOUTS, "run.json")
@@ -147,7 +147,7 @@ class Catalog:
         with self._lock:
             for run_dir in found:
                 if run_dir not in self._keys:
-                    key = _unique(_slug(run_dir.name), self._runs)
+                    key = _unique(run_key(run_dir.name), self._runs)
                     self._keys[run_dir] = key
                     self._runs[key] = Run(key, run_dir)
             return [self._runs[self._keys[run_dir]] for run_dir in found]
@@ -162,10 +162,6 @@ class Catalog:
         if run is None:
             raise KeyError(key)
         return run
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-") or "run"
 
 
 def _unique(key: str, taken: dict[str, Run]) -> str:

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HarnessError
+from .links import DEFAULT_HOST, DEFAULT_PORT
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 7576  # report.html links to http://127.0.0.1:7576/run/<run dir name>/...
 
 
 @dataclass(frozen=True)
