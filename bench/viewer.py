@@ -12,7 +12,8 @@ per request:
     long      the 300-turn rollout's page (its transcript, and the token view's first page)
 
 and, against a real `agentcore-rl view` process, the same pages over HTTP (first request cold).
-Usage: python bench/viewer.py [--rollouts 50000] [--tokens 256] [--keep DIR]
+Each line gives wall time and this process's CPU time (HTTP lines: the client's CPU only, so
+read their wall time). Usage: python bench/viewer.py [--rollouts 50000] [--tokens 256] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -103,10 +104,12 @@ def generate(run_dir: Path, rollouts: int, tokens: int) -> Rollout:
 
 
 def _timed(label: str, action, results: dict) -> object:
-    start = time.perf_counter()
+    """Wall time, and this process's CPU time (what the viewer costs on a busy machine)."""
+    start, cpu = time.perf_counter(), time.process_time()
     value = action()
     results[label] = round(time.perf_counter() - start, 3)
-    print(f"{label:32s} {results[label]:8.3f} s", flush=True)
+    results[label + " cpu"] = round(time.process_time() - cpu, 3)
+    print(f"{label:36s} {results[label]:8.3f} s wall {results[label + ' cpu']:8.3f} s cpu", flush=True)
     return value
 
 
