@@ -103,6 +103,7 @@ def test_a_running_run_shows_a_new_rollout_when_it_is_written(
     assert browser.js("document.querySelector('#rollouts tr.new').children[2].textContent") == \
         "just-finished"
     assert browser.js("document.getElementById('total').textContent") == "8"
+    assert browser.js("document.getElementById('matched').textContent").startswith("1 new since")
     _shot(browser, tmp_path, "live")
     store.close()
     browser.open_by(lambda: browser.click("#rollouts tr.new a"))

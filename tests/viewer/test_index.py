@@ -83,3 +83,10 @@ def test_an_unknown_outcome_is_refused_naming_the_choices():
 
     with pytest.raises(HarnessError, match="outcome='failed' is not one of all, success, failure"):
         Filter(outcome="failed")
+
+
+def test_the_demo_phase_is_the_warm_ups():
+    from agentcore_rl_harness.run.cases import DEMO_PHASE
+    from agentcore_rl_harness.viewer.index import DEMO_PHASE as SHOWN
+
+    assert SHOWN == DEMO_PHASE

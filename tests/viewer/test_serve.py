@@ -150,3 +150,15 @@ def test_report_html_links_a_rollout_to_its_viewer_page(shared_run, shared_viewe
     assert link == f"http://127.0.0.1:7576/run/{shared_run.name}/session/session-4"
     status, page, _ = _get(link.replace("http://127.0.0.1:7576/", shared_viewer.base))
     assert status == 200 and "rollout 4</nav>" in page
+
+
+def test_a_bundle_of_a_large_run_keeps_its_first_rollouts_and_says_so(run_dir, tmp_path, monkeypatch):
+    from agentcore_rl_harness.viewer import bundle
+
+    monkeypatch.setattr(bundle, "MAX_ROLLOUT_PAGES", 3)
+    out = tmp_path / "bundle"
+    write_bundle(Catalog([run_dir]), out)
+    run = out / "run" / "20260101T000000Z-run"
+    assert sorted(p.name for p in (run / "rollout").iterdir()) == ["0.html", "1.html", "2.html"]
+    page = (run / "index.html").read_text()
+    assert "keeps the first 3 of 7 rollouts" in page and page.count('<tr class="rollout') == 3

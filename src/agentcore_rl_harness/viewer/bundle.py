@@ -2,8 +2,8 @@
 
 The folder opens from disk (`OUT/index.html`) with nothing fetched: the same templates, inline
 script and style, relative links; the rollout table is filtered in the page by its script. A run
-with more than `MAX_ROLLOUT_PAGES` rollouts gets pages for the first ones only (the table lists
-all; `agentcore-rl view` serves every page).
+with more than `MAX_ROLLOUT_PAGES` rollouts keeps its first ones only, in the table and as pages
+(the page says so; `agentcore-rl view` serves them all).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def write_bundle(catalog: Catalog, out: Path, *, tokenizer: Path | None = None,
     for run in runs:
         total = run.index.refresh()
         folder = out / "run" / run.key
-        _write(folder / "index.html", run_page(run, Filter(), start=0, limit=total, mode="bundle"))
+        _write(folder / "index.html", run_page(run, Filter(), start=0,
+                                               limit=min(total, MAX_ROLLOUT_PAGES), mode="bundle"))
         for row in run.index.rows()[:MAX_ROLLOUT_PAGES]:
             _write(folder / "rollout" / f"{row.number}.html", rollout_page(
                 run, row.number, tokenizer_dir=tokenizer, token_start=0, mode="bundle",

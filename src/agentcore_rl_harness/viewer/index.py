@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import HarnessError
+from ..store import ROLLOUTS
 
-ROLLOUTS = "rollouts.jsonl"  # store.ROLLOUTS (not imported: the viewer reads any run dir)
-DEMO_PHASE = "demo"  # run/cases.py: the warm-up's teacher-forced demonstrations
+DEMO_PHASE = "demo"  # run/cases.py's DEMO_PHASE (a layer above): the warm-up's demonstrations
 TRACES_KEY = b', "traces": ['
 CHUNK = 8 << 20
 SEARCH_CHARS = 600  # of the result and error kept for search

@@ -4,6 +4,7 @@
   "use strict";
   var body = document.body;
   var POLL_MS = 1000;
+  var added = 0;
 
   function show(tab) {
     document.querySelectorAll(".pane").forEach(function (pane) {
@@ -87,6 +88,11 @@
         if (data) {
           var tbody = document.querySelector("#rollouts tbody");
           data.rows.forEach(function (row) { addRow(tbody, row); });
+          if (data.rows.length) {
+            added += data.rows.length;
+            document.getElementById("matched").textContent =
+              added + " new since this page opened (at the top); reload for the phase results.";
+          }
           body.dataset.total = String(data.total);
           document.getElementById("total").textContent = String(data.total);
           var live = document.getElementById("live");
