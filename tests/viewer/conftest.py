@@ -10,12 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from viewer_runs import write_run
+from viewer_runs import RUN_NAME, write_run
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-RUN_NAME = "20260101T000000Z-run"
 
 
 @pytest.fixture

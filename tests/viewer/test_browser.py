@@ -10,9 +10,8 @@ import pytest
 from agentcore_rl_harness.viewer.bundle import write_bundle
 from agentcore_rl_harness.viewer.runs import Catalog
 
-from conftest import RUN_NAME
 from viewer_cdp import CHROMIUM, Browser
-from viewer_runs import HOSTILE, rollout, write_run
+from viewer_runs import HOSTILE, RUN_NAME, rollout, write_run
 
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="needs Debian's chromium package: apt-get install -y chromium")

@@ -14,6 +14,7 @@ from agentcore_rl_harness.records import Rollout, Status, Trace, Usage
 from agentcore_rl_harness.store import RunStore
 
 HOSTILE = "<script>alert(1)</script>"
+RUN_NAME = "20260101T000000Z-run"  # the run directory's name: its key in viewer URLs
 TRACEBACK = ('Traceback (most recent call last):\n  File "tasks/test_arith.py", line 12, in '
              'test_arith\n    assert rollout.result["answer"] == row["answer"]\nAssertionError')
 
