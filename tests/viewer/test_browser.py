@@ -116,6 +116,8 @@ def test_the_bundle_renders_offline_from_disk(shared_run, browser, tmp_path):
     browser.open_by(lambda: browser.click("tr.run-row a"))
     browser.wait_for("document.body.dataset.ok === '1'")
     assert len(_visible_rows(browser)) == 7
+    assert browser.js("document.getElementById('live')") is None
+    assert "A static copy" in browser.js("document.getElementById('progress').textContent")
     browser.js("document.querySelector('select[name=outcome]').value = 'failure'")
     browser.click("#filters button")
     assert _visible_rows(browser) == ["task_failed"] * 3
