@@ -29,11 +29,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError, HarnessError
+from ..errors import ConfigError
 from ..records import HistoryMode, SampleResult, SamplingParams, SessionLimits, Trace, Usage
 from .forcing import ScriptError, normalize_script
 from .known_history import KnownHistory
 from .recent_keys import RecentKeys
+from .session_errors import (
+    SessionClosedError, SessionError, SessionExistsError, SessionExpiredError, TurnLimitError, UnknownSessionError,
+)
 from .rendering import Message, ParsedReply, Renderer
 from .trajectory import PromptPlan, Turn, TurnTree, chain_metadata
 
@@ -44,30 +47,6 @@ __all__ = [
 ]
 
 MAX_SESSION_ID_LENGTH = 256
-
-
-class SessionError(HarnessError):
-    """A session key is unknown, finished, or already taken."""
-
-
-class UnknownSessionError(SessionError):
-    pass
-
-
-class SessionClosedError(SessionError):
-    pass
-
-
-class SessionExistsError(SessionError):
-    pass
-
-
-class TurnLimitError(SessionError):
-    """The session used all the turns its limits allow."""
-
-
-class SessionExpiredError(SessionClosedError):
-    """The session was idle longer than its idle TTL, or outlived its lifetime."""
 
 
 # The limit names recorded in `limits_hit`: the `gateway.*` config keys.
@@ -169,10 +148,6 @@ class Session:
         """Note that the session ran into limit `name` (one of `LIMIT_NAMES`)."""
         with self._lock:
             self._limits_hit.add(name)
-
-    def begin_turn(self) -> None:
-        """Take a turn slot, or raise `TurnLimitError` when the session has used them all."""
-        self.start_turn(TurnStart())
 
     def start_turn(self, start: TurnStart) -> None:
         """Take a turn slot and note what the turn's start tells (`start`), under one lock; or
