@@ -197,24 +197,33 @@ def _fresh(wire, body):
     return read_turn_request(Context(), _session(), json.loads(json.dumps(body)), wire)[1]
 
 
-def test_a_known_responses_history_never_ends_inside_a_folded_reply():
+@pytest.mark.parametrize("first, added", [
+    # a reply's text, then (next request) its call: one assistant message, not two
+    ([{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Let me look."}]}],
+     [{"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "c1", "output": "x"}]),
+    # reasoning and a call, then a second call of the same reply
+    ([{"type": "reasoning", "content": [{"type": "reasoning_text", "text": "think"}]},
+      {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"}],
+     [{"type": "function_call", "call_id": "c2", "name": "shell", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "c1", "output": "x"},
+      {"type": "function_call_output", "call_id": "c2", "output": "y"}]),
+], ids=["text-then-call", "call-then-call"])
+def test_a_known_responses_history_never_ends_inside_a_folded_reply(first, added):
     """Consecutive reasoning / message / function_call items fold into one assistant message: a
-    later request that adds a call to that reply translates the reply anew (the kept message is
-    not changed), exactly as a fresh session does."""
+    later request that adds to a reply the last request ended in translates that reply anew (the
+    kept message is not changed), exactly as a fresh session does."""
     wire, session = responses_routes.RESPONSES, _session()
-    call = {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": '{"cmd": "ls"}'}
-    items = [{"type": "message", "role": "user", "content": "go"},
-             {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "think"}]}, call]
-    first = read_turn_request(Context(), session, {"input": items}, wire)[1]  # ends inside the reply
-    kept = json.loads(json.dumps(first))
-    second_call = {**call, "call_id": "c2"}
-    body = {"input": [*items, second_call, {"type": "function_call_output", "call_id": "c1", "output": "x"},
-                      {"type": "function_call_output", "call_id": "c2", "output": "y"}]}
+    items = [{"type": "message", "role": "user", "content": "go"}, *first]
+    held = read_turn_request(Context(), session, {"input": items}, wire)[1]
+    kept = json.loads(json.dumps(held))
+    body = {"input": [*items, *added]}
     assert session.known_history.match("responses", body["input"]).count == 1  # up to the user message
     _, internal = read_turn_request(Context(), session, json.loads(json.dumps(body)), wire)
     assert internal == _fresh(wire, body) == responses_wire.to_internal(body["input"])
-    assert [c["id"] for c in internal[1]["tool_calls"]] == ["c1", "c2"]
-    assert first == kept  # the earlier request's messages were not folded into
+    outputs = sum(item["type"] == "function_call_output" for item in added)
+    assert [m["role"] for m in internal] == ["user", "assistant", *["tool"] * outputs]
+    assert held == kept  # the earlier request's messages were not folded into
 
 
 @pytest.mark.parametrize("change", [

@@ -79,11 +79,6 @@ class Known:
     head: Any = None  # the head the internal messages start with (e.g. Anthropic `system`)
     bounds: tuple[int | None, ...] | None = None  # per count 0..count; None: one to one
 
-    def cut(self, count: int) -> int | None:
-        """How many internal messages the first `count` raw ones made, or None where a known
-        part may not end."""
-        return count if self.bounds is None else self.bounds[count]
-
 
 NOTHING_KNOWN = Known(0)
 
