@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway",),
     ("samplers", "runtimes"),
     ("trainers", "tinker_server"),
-    ("reports", "trackers"),
+    ("reports", "trackers", "viewer"),
     ("config",),
     ("run",),
     ("fixtures", "plugin", "pytest_outcomes", "sharding", "_shard_scheduling", "integrations", "sweep",
