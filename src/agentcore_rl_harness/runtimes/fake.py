@@ -55,7 +55,8 @@ class FakeRuntime(AgentRuntime):
         self.closed = False
 
     async def run_session(
-        self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float
+        self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float,
+        keep_state: bool = False,
     ) -> SessionOutcome:
         if self.closed:
             raise HarnessError("FakeRuntime is closed: no session can start")
