@@ -59,10 +59,10 @@ class VLLMSettings:
     max_model_len: int = 2048
     max_num_seqs: int = 16
     kv_cache_gb: int = 4  # VLLM_CPU_KVCACHE_SPACE
-    max_lora_rank: int = 8  # the trainer's LoRA adapters are pushed at runtime (trainer=local)
+    max_lora_rank: int = 16  # the trainer's LoRA adapters are pushed at runtime (trainer=local)
     extra_args: tuple[str, ...] = ()  # more api_server flags, as they are
     timeout_s: float = 600.0  # the sampler's per-read HTTP timeout
-    lora_sync: bool = True  # trainer=local: push each update (False: sample the base model only)
+    api: str = "generate"  # generate: /inference/v1/generate; completions: /v1/completions with token ids
     adapter_dir: str | None = None  # where pushed adapters are written; None: <run dir>/vllm-adapters
     env: dict[str, str] = field(default_factory=dict)  # more environment for the engine
 
@@ -92,6 +92,8 @@ def engine_command(settings: VLLMSettings, model_dir: str | os.PathLike[str], po
             "--dtype", settings.dtype, "--max-model-len", str(settings.max_model_len), "--enforce-eager",
             "--enable-lora", "--max-lora-rank", str(settings.max_lora_rank), "--max-loras", "2",
             "--max-num-seqs", str(settings.max_num_seqs), "--host", HOST, "--port", str(port),
+            # /inference/v1/generate beside the OpenAI routes; logprobs of softmax(logits / T)
+            "--enable-scale-out", "--logprobs-mode", "processed_logprobs",
             *settings.extra_args]
 
 
