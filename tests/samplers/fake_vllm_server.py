@@ -29,7 +29,8 @@ if MODE == "die":
 if MODE == "hang":
     time.sleep(3600)
 TOKENIZER = Tokenizer.from_file(os.path.join(args.model, "tokenizer.json"))
-VOCAB = TOKENIZER.get_vocab_size(with_added_tokens=True) + (10 if MODE == "vocab" else 0)
+REAL_VOCAB = TOKENIZER.get_vocab_size(with_added_tokens=True)
+VOCAB = REAL_VOCAB + (10 if MODE == "vocab" else 0)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -58,10 +59,10 @@ class Handler(BaseHTTPRequestHandler):
             ids = TOKENIZER.encode(body["prompt"], add_special_tokens=False).ids
             self._answer(200, {"tokens": [i + 1 for i in ids] if MODE == "shifted" else ids})
         elif self.path == "/detokenize":
-            if any(t >= VOCAB for t in body["tokens"]):
-                self._answer(400, {"error": "token id out of vocabulary"})
-            else:
-                self._answer(200, {"prompt": TOKENIZER.decode(body["tokens"])})
+            # like vLLM: an id past the vocabulary decodes to ""; `vocab` mode has 10 more ids
+            text = "".join(TOKENIZER.decode([t], skip_special_tokens=False) if t < REAL_VOCAB
+                           else (f"<extra_{t}>" if t < VOCAB else "") for t in body["tokens"])
+            self._answer(200, {"prompt": text})
         else:
             self._answer(404, {"error": self.path})
 

@@ -81,7 +81,7 @@ def engine(model_dir, tokenizer, tmp_path_factory):
 def policy(engine, tmp_path):
     from agentcore_rl_harness.samplers.vllm_policy import VLLMPolicySampler
 
-    sampler = VLLMPolicySampler(engine, adapter_dir=tmp_path / "adapters", api=engine.settings.api)
+    sampler = VLLMPolicySampler(engine, adapter_dir=tmp_path / "adapters")
     yield sampler
     asyncio.run(sampler.aclose())
 
@@ -201,7 +201,9 @@ def test_a_trainer_update_reaches_the_engine_under_a_new_version(engine, policy,
     from agentcore_rl_harness.trainers import TrainGroup, TrainSample
 
     trainer = _lora_trainer(model_dir, policy, serve_merged=serve_merged)
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Say yes or no."}], add_generation_prompt=True)
+    prompt = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": "Say yes or no."}],
+                                                            add_generation_prompt=True, tokenize=False),
+                              add_special_tokens=False)
     samples = [_sample(policy, prompt, temperature=1.0, max_tokens=8, seed=s) for s in (1, 2)]
     assert all(s.policy_version == 0 for s in samples)
     traces = [Trace(token_ids=tuple(prompt) + s.token_ids, prompt_length=len(prompt), loss_mask=(1,) * len(s.token_ids),
@@ -215,12 +217,14 @@ def test_a_trainer_update_reaches_the_engine_under_a_new_version(engine, policy,
     after = _sample(policy, prompt, temperature=1.0, max_tokens=8, seed=5)
     assert after.policy_version == 1
     if not serve_merged:
-        assert policy.model_name == "policy-v1"
+        assert policy.model_name == f"policy-{policy.tag}-v1"
     probe = Trace(token_ids=tuple(prompt) + after.token_ids, prompt_length=len(prompt),
                   loss_mask=(1,) * len(after.token_ids), logprobs=after.logprobs, finish_reason="length")
     # sampled by the updated policy: its logprobs are the trainer's, which moved
     assert list(trainer.compute_logprobs([probe])[0]) == pytest.approx(list(after.logprobs), abs=1e-3)
     print(f"sync ({'full' if serve_merged else 'lora'}): {[round(s, 3) for s in policy.sync_seconds]} s")
+    if serve_merged:  # the engine's base weights back for the tests after this one
+        policy._post("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(model_dir)}}, 0)
 
 
 def test_a_failed_sync_is_a_clear_error(engine, policy, model_dir):

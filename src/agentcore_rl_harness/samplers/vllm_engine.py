@@ -14,8 +14,8 @@ SIGKILL) takes it along through the kernel's parent-death signal (`PR_SET_PDEATH
 
 At start the harness checks, each with its own error: the port is free; the engine stays alive
 until `/health` answers (else its last log lines); it answers within `startup_timeout_s`; and it
-tokenizes as the harness does (a probe string's ids through `/tokenize`, and the vocabulary size
-through `/detokenize` of the last id), since a mismatch would train on ids the policy never saw.
+tokenizes as the harness does (a probe string's ids through `/tokenize`; the vocabulary size
+through `/detokenize` of the harness' last id and the one past it), since a mismatch would train on ids the policy never saw.
 """
 
 from __future__ import annotations
@@ -62,7 +62,6 @@ class VLLMSettings:
     max_lora_rank: int = 16  # the trainer's LoRA adapters are pushed at runtime (trainer=local)
     extra_args: tuple[str, ...] = ()  # more api_server flags, as they are
     timeout_s: float = 600.0  # the sampler's per-read HTTP timeout
-    api: str = "generate"  # generate: /inference/v1/generate; completions: /v1/completions with token ids
     adapter_dir: str | None = None  # where pushed adapters are written; None: <run dir>/vllm-adapters
     env: dict[str, str] = field(default_factory=dict)  # more environment for the engine
 
@@ -115,12 +114,16 @@ def _set_parent_death_signal() -> None:  # in the child, before exec: die with t
 
 
 def http_json(url: str, body: Any = None, *, timeout_s: float = 10.0) -> Any:
-    """GET (body None) or POST JSON; the decoded answer. Raises OSError / HTTPError as urllib does."""
+    """GET (body None) or POST JSON; the decoded answer (its text when it is not JSON: vLLM's LoRA
+    routes answer plain text). Raises OSError / HTTPError as urllib does."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (loopback or yours)
         raw = response.read()
-    return json.loads(raw) if raw.strip() else None
+    try:
+        return json.loads(raw) if raw.strip() else None
+    except ValueError:
+        return raw.decode(errors="replace")
 
 
 class VLLMEngine:
@@ -226,25 +229,30 @@ class VLLMEngine:
         self._check_vocab(len(self.tokenizer))
 
     def _check_vocab(self, size: int) -> None:
-        url = self.base_url + "/detokenize"
-        try:
-            http_json(url, {"model": self.served_model, "tokens": [size - 1]})
-        except urllib.error.HTTPError as exc:
+        """The engine decodes the harness' last id as the harness does and knows no id past it."""
+        last, beyond = self._detokenize(size - 1), self._detokenize(size)
+        ours = self.tokenizer.decode([size - 1])
+        if last != ours:
             raise RuntimeStartError(
-                f"model/tokenizer mismatch: vLLM at {self.base_url} cannot detokenize id {size - 1}, the last of "
-                f"the harness' vocabulary of {size} ({exc.code}: {_body(exc)}); serve the same model folder "
-                "as model.name") from exc
-        except (OSError, ValueError) as exc:
-            raise RuntimeStartError(f"vLLM at {self.base_url}: /detokenize failed ({exc})") from exc
+                f"model/tokenizer mismatch: vLLM at {self.base_url} decodes id {size - 1}, the last of the harness' "
+                f"vocabulary of {size}, as {last!r}, the harness ({self.model_dir}) as {ours!r}; serve the same "
+                "model folder as model.name")
+        if beyond:
+            raise RuntimeStartError(
+                f"model/tokenizer mismatch: vLLM at {self.base_url} knows id {size} ({beyond!r}), beyond the "
+                f"harness' vocabulary of {size} ({self.model_dir}); serve the same model folder as model.name")
+
+    def _detokenize(self, token_id: int) -> str:
+        """The engine's text of one id; "" for an id it does not know (vLLM answers "" or a 400)."""
         try:
-            http_json(url, {"model": self.served_model, "tokens": [size]})
-        except urllib.error.HTTPError:
-            return  # out of range there too: the same size
-        except (OSError, ValueError) as exc:
+            return str(http_json(self.base_url + "/detokenize", {"model": self.served_model,
+                                                                 "tokens": [token_id]})["prompt"])
+        except urllib.error.HTTPError as exc:
+            if exc.code == 400:
+                return ""
+            raise RuntimeStartError(f"vLLM at {self.base_url}: /detokenize answered {exc.code}: {_body(exc)}") from exc
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RuntimeStartError(f"vLLM at {self.base_url}: /detokenize failed ({exc})") from exc
-        raise RuntimeStartError(
-            f"model/tokenizer mismatch: vLLM at {self.base_url} knows id {size}, beyond the harness' vocabulary "
-            f"of {size} ({self.model_dir}); serve the same model folder as model.name")
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         try:

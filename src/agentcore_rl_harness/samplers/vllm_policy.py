@@ -4,7 +4,8 @@ Samples go through `VLLMSampler` (tokens in, tokens and logprobs out). `publish_
 `WeightSync` seam the local trainer already calls after each update) sends the new policy to the
 engine, by what the trainer hands it:
 - a model carrying peft LoRA layers (`trainer.finetune=lora`, `trainer.serve_merged=false`): the
-  adapter is written to `<adapter_dir>/v<N>` and loaded under a new name, `policy-v<N>`, through
+  adapter is written to `<adapter_dir>/v<N>` and loaded under a new name, `policy-<tag>-v<N>` (the
+  tag is this sampler's own, so runs sharing a server never clash), through
   `POST /v1/load_lora_adapter`; later turns name that adapter as their `model`. The adapter two
   versions back is unloaded (the previous one may still be decoding a turn in flight).
 - a plain model (full fine-tuning, or LoRA merged into a copy with `serve_merged=true`): its
@@ -23,6 +24,7 @@ import json
 import threading
 import time
 import urllib.error
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,24 +35,24 @@ from ..records import SampleResult, SamplingParams
 from .vllm import VLLMSampler
 from .vllm_engine import VLLMEngine, http_json
 
-ADAPTER_PREFIX = "policy-v"
+ADAPTER_PREFIX = "policy"
 
 
 class VLLMPolicySampler:
     """A `SamplingBackend` and `WeightSync` over one `VLLMEngine`; `close()` stops a launched engine."""
 
-    def __init__(self, engine: VLLMEngine, *, adapter_dir: str | Path, api: str = "generate") -> None:
+    def __init__(self, engine: VLLMEngine, *, adapter_dir: str | Path) -> None:
         if engine.served_model is None:
             raise ValueError("VLLMPolicySampler needs a started engine (VLLMEngine.start())")
         self.engine = engine
         self.adapter_dir = Path(adapter_dir)
-        self.client = VLLMSampler(engine.base_url, model=engine.served_model, api=api,
-                                  timeout_s=engine.settings.timeout_s)
+        self.client = VLLMSampler(engine.base_url, model=engine.served_model, timeout_s=engine.settings.timeout_s)
         self.lock = threading.Lock()  # the trainer holds it while it writes weights; nothing here decodes
         self.policy_version = 0
         self.model_name = engine.served_model
         self.sync_seconds: list[float] = []  # one per publish, for the run's metrics and benches
         self._loaded: list[str] = []
+        self.tag = uuid.uuid4().hex[:8]  # adapter names unique to this sampler: a server you run may hold others
         self._inflight = 0
         self._count = threading.Condition()
         self._reloading = False
@@ -91,7 +93,7 @@ class VLLMPolicySampler:
         config["base_model_name_or_path"] = self.engine.model_dir
         config = {k: (sorted(v) if isinstance(v, set) else v) for k, v in config.items()}
         (folder / "adapter_config.json").write_text(json.dumps(config, default=str))
-        name = f"{ADAPTER_PREFIX}{version}"
+        name = f"{ADAPTER_PREFIX}-{self.tag}-v{version}"
         self._post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(folder)}, version)
         with self._count:
             self.model_name, self.policy_version = name, version
@@ -128,7 +130,16 @@ class VLLMPolicySampler:
                                 f"is the engine still running? (its log: {self.engine.log_path})") from exc
 
     def close(self) -> None:
-        self.engine.stop()
+        """Stop a launched engine; on a server you run, unload this sampler's adapters (best effort)."""
+        if self.engine.launched:
+            self.engine.stop()
+            return
+        for name in self._loaded:
+            try:
+                http_json(self.engine.base_url + "/v1/unload_lora_adapter", {"lora_name": name}, timeout_s=10.0)
+            except (OSError, ValueError):
+                pass
+        self._loaded.clear()
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -142,5 +153,4 @@ def start_policy_sampler(settings: Any, *, model_dir: str | Path, tokenizer: Any
     settings = settings_from(settings)
     run_dir = Path(run_dir) if run_dir is not None else Path.cwd()
     engine = VLLMEngine(settings, model_dir=model_dir, tokenizer=tokenizer, log_dir=run_dir).start()
-    return VLLMPolicySampler(engine, adapter_dir=settings.adapter_dir or run_dir / "vllm-adapters",
-                             api=settings.api)
+    return VLLMPolicySampler(engine, adapter_dir=settings.adapter_dir or run_dir / "vllm-adapters")
