@@ -133,3 +133,23 @@ def test_the_engine_goes_when_the_harness_is_stopped(fake_venv, tmp_path, tiny_m
         assert not _alive(pid), f"the engine outlived the harness stopped by {how.name}"
     finally:
         harness.kill()
+
+
+def test_a_failed_weight_sync_names_the_version_and_the_engines_answer(fake_venv, tmp_path, tiny_model_dir,
+                                                                      tiny_tokenizer):
+    """An engine without runtime LoRA updating (the stand-in has no such route: 404) fails the sync
+    with an error naming the version, the route, the answer and the settings that fix it."""
+    import peft
+
+    from agentcore_rl_harness.errors import SamplingError
+    from agentcore_rl_harness.models import load_model
+    from agentcore_rl_harness.samplers.vllm_policy import VLLMPolicySampler
+
+    model = peft.get_peft_model(load_model(tiny_model_dir), peft.LoraConfig(r=4, target_modules=["q_proj"]))
+    with _engine(fake_venv, tmp_path, tiny_model_dir, tiny_tokenizer, "ok") as engine:
+        sampler = VLLMPolicySampler(engine, adapter_dir=tmp_path / "adapters")
+        with pytest.raises(SamplingError, match=r"weight sync of policy version 3 to vLLM failed: "
+                                                r"/v1/load_lora_adapter answered 404.*VLLM_ALLOW_RUNTIME_LORA_UPDATING"):
+            sampler.publish_weights(model.get_base_model(), policy_version=3)
+        assert sampler.policy_version == 0 and sampler.model_name == engine.served_model  # unchanged
+        assert (tmp_path / "adapters" / "v3" / "adapter_model.safetensors").is_file()  # written, not lost

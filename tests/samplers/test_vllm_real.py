@@ -136,7 +136,7 @@ def test_the_launcher_starts_a_checked_engine_on_loopback(engine):
     engine.check_tokenizer()  # the probe string and the vocabulary size agree with the harness
 
 
-def test_chat_with_tools_and_streaming_trace_equal_vllm_and_hf(engine, gateway, hf_model):
+def test_chat_with_tools_and_streaming_trace_equal_vllm_and_hf(engine, gateway, hf_model, tokenizer):
     import openai
 
     with gateway(temperature=1.0) as server:
@@ -155,7 +155,7 @@ def test_chat_with_tools_and_streaming_trace_equal_vllm_and_hf(engine, gateway, 
     (trace,) = finished.traces  # the second turn continues the first's sampled tokens: one row
     trained = _check_trace(trace, hf_model=hf_model, engine=engine, temperature=1.0)
     assert trained == finished.usage.completion_tokens  # every sampled token, trained once
-    assert streamed and streamed.strip() in server.renderer.tokenizer.decode(trace.token_ids)
+    assert len(chunks) > 2 and streamed.strip() in tokenizer.decode(trace.token_ids)  # the SSE text is the trace's
 
 
 def test_anthropic_and_responses_wires_and_a_fork_train_every_token_once(engine, gateway, hf_model):
@@ -176,7 +176,7 @@ def test_anthropic_and_responses_wires_and_a_fork_train_every_token_once(engine,
         # the agent rewrites its history: the turn forks into a row of its own
         responses.responses.create(model=MODEL, input=[{"role": "user", "content": "Name a fruit."}])
         finished = server.sessions.finish(session_id)
-    assert finished.turns == 3 and len(finished.traces) == 2 and finished.metadata["forks"] >= 1
+    assert finished.turns == 3 and len(finished.traces) >= 2 and finished.metadata["forks"] >= 1
     trained = sum(_check_trace(t, hf_model=hf_model, engine=engine, temperature=0.8) for t in finished.traces)
     assert trained == finished.usage.completion_tokens
 
@@ -234,7 +234,7 @@ def test_a_failed_sync_is_a_clear_error(engine, policy, model_dir):
         policy._post("/v1/load_lora_adapter", {"lora_name": "x", "lora_path": "/nonexistent"}, 7)
 
 
-def test_a_short_run_trains_through_the_engine(engine, pytester, monkeypatch):
+def test_a_short_run_trains_through_the_engine(engine, pytester):
     import sys
 
     sys.path.insert(0, str(Path(__file__).parents[1]))
