@@ -90,3 +90,14 @@ def test_a_model_that_is_neither_a_name_nor_a_folder_is_refused(tmp_path):
     result = run("--dry-run", "--offline", "--venv", str(tmp_path / "v"), "--model", str(tmp_path / "nope"))
     assert result.returncode == 1
     assert "is neither tiny nor smollm2-135m-instruct nor a local Hugging Face folder" in result.stderr
+
+
+def test_the_sampler_preflight_samples_with_the_real_in_process_sampler():
+    """The check a GPU run makes before `sampler=hf` (there on cuda), here on the CPU: it passes."""
+    sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+    try:
+        import smoke
+    finally:
+        sys.path.remove(str(ROOT / "bench" / "gpu"))
+    assert smoke.sampler_preflight("tiny", device="cpu") is None
+    assert "CUDA" in smoke.sampler_preflight("tiny", device="cuda")  # no CUDA here: its error, not a crash

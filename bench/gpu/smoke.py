@@ -170,6 +170,29 @@ def summary(path: str, out: Path, wall_s: float, rc: int, gpu: str | None) -> st
             f"sync_s=not-recorded wall_s={wall_s:.1f} out={out}")
 
 
+def sampler_preflight(model: str, device: str = "cuda") -> str | None:
+    """One short sample by the in-process sampler with its model on `device`; the error, or None.
+
+    The embedded trainer honours `trainer.device`, but `sampler=hf` decodes the same model object:
+    this checks, before the run, that the sampler can feed a model that lives on the GPU."""
+    import asyncio
+
+    from agentcore_rl_harness.models import load_model, resolve_model
+    from agentcore_rl_harness.records import SamplingParams
+    from agentcore_rl_harness.samplers.hf_local import HFLocalSampler
+
+    sampler = None
+    try:
+        sampler = HFLocalSampler(load_model(resolve_model(model), device=device))
+        asyncio.run(sampler.sample(prompt_token_ids=[1, 2, 3], params=SamplingParams(max_tokens=2, seed=0)))
+    except Exception as exc:  # noqa: BLE001 - reported to the user as the reason to stop
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        if sampler is not None:
+            sampler.close()
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="check the machine, print the plan, run nothing")
@@ -201,6 +224,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for command in setup:
         subprocess.run(command, check=True)  # noqa: S603
+    if path == "hf":
+        error = sampler_preflight(args.model if args.model != "hub" else args.fallback)
+        if error is not None:
+            print(f"gpu smoke: the in-process sampler (sampler=hf) cannot decode a model on CUDA: {error}. "
+                  "samplers/hf_local.py builds its input tensors on the CPU (torch.tensor(...) with no "
+                  "device), so the in-process CUDA path does not work yet; use the vLLM path "
+                  "(--path vllm with a CUDA vLLM venv at --venv)", file=sys.stderr)
+            return 3
     env_run = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     started = time.monotonic()
     child = subprocess.Popen(run, cwd=ROOT, env=env_run)  # noqa: S603
