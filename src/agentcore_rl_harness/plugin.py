@@ -91,6 +91,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("agentcore_rl_set", "Hydra overrides applied before --agentcore-rl-set", "linelist")
 
 
+ASYNCIO_LOOP_SCOPE_INI = "asyncio_default_fixture_loop_scope"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Task bodies run on the harness's own loop, so pytest-asyncio's fixture loop scope is
+    pytest-asyncio's future default (`function`) unless the project set one: a user's project
+    then starts without pytest-asyncio's "is unset" PytestDeprecationWarning on every run."""
+    if config.pluginmanager.has_plugin("asyncio") and config.getini(ASYNCIO_LOOP_SCOPE_INI) is None:
+        config._inicache[ASYNCIO_LOOP_SCOPE_INI] = "function"  # no public setter for a string ini
+
+
 @pytest.hookimpl(trylast=True)  # after the terminal reporter exists: progress draws on it
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
