@@ -66,6 +66,27 @@ def test_tty_status_is_drawn_at_the_terminals_width():
     assert "ETA 7m50s" in text
 
 
+def test_run_mode_shows_the_jobs_phases_and_its_eta():
+    terminal, clock = FakeTerminal(), Clock()
+    progress = Progress(terminal, style="lines", clock=clock)
+    progress.set_job((("pre", 4), ("train", 8), ("post", 4)))
+    progress.begin_phase("pre", 4)
+    assert progress.snapshot().job == "PRE>train>post " and progress.snapshot().job_eta == "job ETA --"
+    for _ in range(4):
+        clock.now += 5
+        progress.rollout_finished(10)
+    progress.begin_phase("train", 4, step=0, steps=2)
+    clock.now += 10
+    progress.rollout_finished(10)
+    snap = progress.snapshot()
+    assert snap.job == "pre>TRAIN>post "
+    # 5 rollouts in 30 s -> 6 s each; 16 - 4 - 1 = 11 left -> 66 s
+    assert snap.job_eta == "job ETA 1m06s"
+    line = render_status(snap, width=80)
+    assert line.startswith("agentcore-rl pre>TRAIN>post train step 1/2: 1/4 rollouts") and len(line) <= 80
+    assert "job ETA 1m06s" in render_status(snap)
+
+
 def test_eta_ignores_rollouts_a_resume_kept():
     # 40 of 48 were kept from the stopped run; 4 finished here in 10 s -> 4 left take 10 s
     assert eta_s(snapshot(done=44, resumed=40, elapsed_s=10.0)) == pytest.approx(10.0)

@@ -165,6 +165,10 @@ class Progress:
         self._last_line_at = self._started
         self._last_line_pct = 0.0
         self._shown = False  # tty: the status line is on screen
+        self._job: tuple[tuple[str, int], ...] = ()  # run mode: (phase, rollouts) of the whole job
+        self._job_started = self._started
+        self._job_done = 0  # rollouts of the job's earlier phases
+        self._job_timed = 0  # ... of those, finished in this process (timed)
 
     # -- counters (any thread) ---------------------------------------------------------------
 
@@ -173,6 +177,9 @@ class Progress:
         steps: int | None = None,
     ) -> None:
         with self._lock:
+            if self._job and self._phase:
+                self._job_done += self._done
+                self._job_timed += self._done - self._resumed
             self._phase, self._total = phase, total
             self._done = self._resumed = already_done
             self._scored = self._successes = self._tokens = 0
@@ -180,6 +187,24 @@ class Progress:
             self._started = self._last_line_at = self._clock()
             percent = 100.0 * already_done / total if total else 0.0
             self._last_line_pct = percent - percent % self._every_pct
+
+    def set_job(self, phases: tuple[tuple[str, int], ...]) -> None:
+        """`run` mode: the whole job's phases in order with their rollouts (pre, train, post), so
+        the status line names them and gives the job's ETA besides the phase's."""
+        with self._lock:
+            self._job = tuple(phases)
+            self._job_started = self._clock()
+            self._job_done = self._job_timed = 0
+
+    def _job_view(self, now: float) -> tuple[str | None, str | None]:
+        if not self._job:
+            return None, None
+        names = [name.upper() if name == self._phase else name for name, _ in self._job]
+        timed = self._job_timed + self._done - self._resumed
+        left = sum(count for _, count in self._job) - self._job_done - self._done
+        elapsed = now - self._job_started
+        eta = "--" if timed <= 0 or elapsed <= 0 else format_duration(max(0, left) * elapsed / timed)
+        return ">".join(names) + " ", f"job ETA {eta}"
 
     def rollout_finished(self, completion_tokens: int) -> None:
         with self._lock:
@@ -195,11 +220,13 @@ class Progress:
 
     def snapshot(self, live_sessions: int = 0) -> Snapshot:
         with self._lock:
+            now = self._clock()
+            job, job_eta = self._job_view(now)
             return Snapshot(
                 phase=self._phase, done=self._done, total=self._total, scored=self._scored,
                 successes=self._successes, live_sessions=live_sessions,
-                completion_tokens=self._tokens, elapsed_s=self._clock() - self._started,
-                step=self._step, steps=self._steps, resumed=self._resumed,
+                completion_tokens=self._tokens, elapsed_s=now - self._started,
+                step=self._step, steps=self._steps, resumed=self._resumed, job=job, job_eta=job_eta,
             )
 
     # -- output (pytest's main thread only) ----------------------------------------------------

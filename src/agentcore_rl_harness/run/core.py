@@ -187,6 +187,11 @@ class Run:
         harness = self.parts()
         try:
             if self.mode == "run":
+                plan = harness.train_plan()
+                per_step = plan.batch_rows * (plan.group_size or max((spec.samples for spec in specs), default=1))
+                pre_left = len(cases) - sum(1 for r in self.rollouts if r.phase == "pre")
+                self.progress.set_job((("pre", pre_left), ("train", max(0, plan.steps - start_step) * per_step),
+                                       ("post", len(cases))))
                 self._evaluate_as(cases, phase="pre", label="pre-eval")
                 if self.tracking:
                     self.tracking.summary(pre_eval_metrics(self.rollouts, self.config.typed.seed), step=0)
