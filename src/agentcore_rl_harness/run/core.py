@@ -231,8 +231,8 @@ class Run:
 
     def offline_phase(self, cases: list[Case]) -> list[Rollout]:
         """Roll out and score a batch the harness scores itself (pre-eval)."""
-        episodes = self.run_batch(cases)
-        rollouts = [self.score_and_record(case, episode) for case, episode in zip(cases, episodes)]
+        batch = self.start_batch(cases)
+        rollouts = batch.scored(lambda index, episode: self.score_and_record(cases[index], episode))
         self.scheduler.tick(force=True)  # the phase's line with its success rate
         return rollouts
 
