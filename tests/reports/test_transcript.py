@@ -62,7 +62,7 @@ def test_reports_show_the_transcript_with_the_runs_own_tokenizer(tmp_path, tiny_
     assert "## Failed rollouts (1; first 1, full transcripts in report.html)" in markdown
     assert "`task_failed`, reward 0.500 (correct 0, looked_up_price 1) — AssertionError: expected 150" in markdown
     assert "  - tool: 50\n  - assistant: The total is 150 cents." in markdown
-    assert "<script>" not in markdown
+    assert "<script>" not in markdown and "  - system:" not in markdown
 
 
 def test_without_the_runs_model_on_this_machine_the_page_says_how_to_decode(tmp_path):

@@ -84,9 +84,10 @@ def conversation(rollout: Rollout, decode: Decode) -> tuple[Message, ...]:
 
 
 def excerpt(rollout: Rollout, decode: Decode, *, last: int = 4, chars: int = 160) -> list[str]:
-    """The end of a failed rollout's conversation in a few short lines (report.md)."""
+    """The end of a failed rollout's conversation in a few short lines (report.md); the system
+    prompt, the same for every rollout, is left to report.html."""
     lines = []
-    for message in conversation(rollout, decode)[-last:]:
+    for message in [m for m in conversation(rollout, decode) if m.role != "system"][-last:]:
         text = " ".join(message.text.split())
         if message.tool_calls:
             text = (text + " " if text else "") + " ".join(f"→ {' '.join(call.split())}" for call in message.tool_calls)
