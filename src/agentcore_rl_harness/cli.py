@@ -89,7 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("target", nargs="+", metavar="RUN_DIR | compare A B",
                         help="a run directory to re-render, or `compare` and two run directories")
     report.add_argument("--tokenizer", type=Path, default=None,
-                        help="HF tokenizer folder: decoded text in report.html's token view")
+                        help="HF tokenizer folder for transcripts and token text (default: the run's own "
+                             "model, when it is on this machine)")
     report.add_argument("--out", type=Path, default=None,
                         help="compare: where compare.json/md go (default: B's directory)")
 
