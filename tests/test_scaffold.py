@@ -95,5 +95,7 @@ def test_a_new_project_passes_its_oracle_and_evaluates_with_tiny(tmp_path, tiny_
     tiny = _pytest(project)
     assert tiny.returncode == 0, tiny.stdout[-3000:] + tiny.stderr[-3000:]
     report = _report(project)
-    assert report["overall"]["rollouts"] == 8 and report["overall"]["failures"].get("infra_error", 0) == 0
+    assert report["overall"]["rollouts"] == 8
+    # the tiny model's noise is a wrong answer, never a crash of the agent or the harness
+    assert report["overall"]["failures"].get("infra_error", 0) == report["overall"]["failures"].get("agent_error", 0) == 0
     assert "DeprecationWarning" not in tiny.stdout + tiny.stderr
