@@ -56,7 +56,7 @@ def check_public_gateway_url(url: str, *, serves_plain_http: bool = False, bound
         raise ConfigError(
             f"runtime=agentcore: the gateway URL sessions would use is {url}, which AgentCore "
             "cannot reach; set gateway.host=0.0.0.0 (or a private interface) and "
-            "gateway.public_url=https://<reachable host>/v1 (README: Reaching the gateway from "
+            "gateway.public_url=https://<reachable host>/v1 (docs/runtimes.md: Reaching the gateway from "
             "AgentCore)"
         )
     plain = urlsplit(url).scheme == "http" or (serves_plain_http and not is_loopback(bound_to))
@@ -65,7 +65,7 @@ def check_public_gateway_url(url: str, *, serves_plain_http: bool = False, bound
             f"runtime=agentcore: session keys would travel in clear text (advertised URL {url}, "
             f"gateway serving plain HTTP on {bound_to}); serve TLS with gateway.tls.certfile and "
             "gateway.tls.keyfile, or terminate TLS in front (load balancer, tunnel) and set "
-            "gateway.tls_terminated_upstream=true (README: Reaching the gateway from AgentCore)"
+            "gateway.tls_terminated_upstream=true (docs/runtimes.md: Reaching the gateway from AgentCore)"
         )
     return url
 
