@@ -64,6 +64,7 @@ class Run:
     infra_errors: int = 0
     other_failures: int = 0
     gate_failures: list[str] = field(default_factory=list)
+    task_errors_shown: set[str] = field(default_factory=set)  # tasks whose bug was printed once
     report: Report | None = None
     tracking: Tracking | None = None  # logger=...: opened with the run directory
     _scheduler: Scheduler | None = None
@@ -264,7 +265,18 @@ class Run:
         rollout = self.rundir.store.append(rollout)  # as written: an unstorable value fails the rollout
         self.rollouts.append(rollout)
         self.progress.rollout_scored(rollout.success)
+        if rollout.status is Status.TASK_ERROR and rollout.task not in self.task_errors_shown:
+            self.write(self._task_error_text(rollout.task, rollout.error or ""))
         return rollout
+
+    def _task_error_text(self, task: str, error: str) -> str:
+        """A bug in a task's code: its traceback the first time, one line after that."""
+        if task in self.task_errors_shown:
+            return f"task_error (a bug in task {task}'s code, traceback shown once above): " + error.split("\n")[0]
+        self.task_errors_shown.add(task)
+        return (f"agentcore-rl: task_error: task {task}'s own code raised (a reward, the payload "
+                "builder or the test body; not a wrong answer). These rollouts are left out of "
+                f"success rates and training; fix the code:\n{error}")
 
     # -- items -----------------------------------------------------------------------------
 
@@ -276,7 +288,7 @@ class Run:
         """Score an item: a train item passes when training did; a replayed one keeps its
         recorded verdict; else the agent's failure fails it, then rewards, then `body`.
         Raises `scoring.ItemFailed` (the item fails) or `HarnessError` (the harness failed)."""
-        from .scoring import ItemFailed
+        from .scoring import ItemFailed, TaskCodeError
 
         if item_id in self.train_items:
             if self.training_error:
@@ -290,7 +302,11 @@ class Run:
                 raise ItemFailed(f"{replayed.status.value} (recorded): {replayed.error}")
             return
         handle = self.rollout_for(item_id)
-        self.scorer().run_body(self.scheduler.pending[item_id].case, handle, body, arguments)
+        case = self.scheduler.pending[item_id].case
+        try:
+            self.scorer().run_body(case, handle, body, arguments)
+        except TaskCodeError as exc:  # the traceback once per task, then one line each
+            raise TaskCodeError(self._task_error_text(case.spec.name, str(exc))) from None
 
     def record_item(self, item_id: str, *, passed: bool, error: str | None = None) -> None:
         """Record an item's rollout with pytest's verdict (once; replayed and train items are

@@ -34,6 +34,7 @@ from ..trainers.base import StepMetrics, Trainer, TrainGroup
 from ..trainers.grpo import EXCLUDED_STATUSES as EXCLUDED
 from ..trainers.grpo import training_reward
 from .cases import Case, Episode
+from .learning_signal import idle_warning, step_signal
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class TrainingLoop:
         self.write = write
         self.start_step = start_step
         self.on_step = on_step  # each step's line once it is in train/steps.jsonl (the trackers)
+        self.idle_streak = 0  # steps in a row that trained nothing
         self.schedule = RowSchedule(specs, plan.seed)
         self.schedule.skip_steps(start_step, plan.batch_rows)
 
@@ -173,6 +175,7 @@ class TrainingLoop:
             "reward_mean": statistics.fmean(rewards) if rewards else None,
             "reward_std": statistics.pstdev(rewards) if len(rewards) > 1 else None,
             "success_rate": statistics.fmean(successes) if successes else None,
+            **step_signal(rollouts),
             **metrics.to_json(),
             # rollout: from the batch's start until its last episode ended (with overlap_rollouts
             # it began during the previous update); train: the update; total: the wall time since
@@ -191,8 +194,12 @@ class TrainingLoop:
         self.write(
             f"agentcore-rl train step {step + 1}/{self.plan.steps}: reward "
             f"{_fmt(line['reward_mean'])}, success {_fmt(line['success_rate'])}, loss "
-            f"{_fmt(line.get('loss'))}, {len(groups)} groups, {line['wall_time_s']['total']}s"
+            f"{_fmt(line.get('loss'))}, {line['informative_groups']}/{line['groups_total']} groups "
+            f"informative, {line['trained_tokens']} tokens trained, {line['wall_time_s']['total']}s"
         )
+        self.idle_streak = self.idle_streak + 1 if not line["trained_tokens"] else 0
+        if self.idle_streak:
+            self.write(idle_warning(line, streak=self.idle_streak, total_steps=self.plan.steps))
         return line
 
 
