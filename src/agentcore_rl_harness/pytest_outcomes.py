@@ -29,7 +29,10 @@ def call_task(run: Run, item: pytest.Function) -> None:
     try:
         run.run_item(item.nodeid, item.function, arguments)
     except ItemFailed as exc:
-        pytest.fail(str(exc), pytrace=False)
+        why = str(exc)
+    else:
+        return
+    pytest.fail(why, pytrace=False)  # outside the except: no "During handling of ..." chain
 
 
 def record_report(run: Run, item: pytest.Item, report: pytest.TestReport, call: pytest.CallInfo) -> None:
