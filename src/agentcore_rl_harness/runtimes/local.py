@@ -480,13 +480,8 @@ class LocalRuntime:
                                     headers={SESSION_HEADER: session_id})
             return parse_result(response, session)
 
-        async def ping() -> str:
-            return str((await c.get("/ping")).json().get("status"))
-
         try:
-            return await invocations.settle(
-                answer, get=get, ping=ping, poll_initial_s=0.05, poll_max_s=1.0
-            )
+            return await invocations.settle(answer, get=get, poll_initial_s=0.05, poll_max_s=1.0)
         except invocations.InvocationFailed as failure:
             raise AgentFailed(Status.AGENT_ERROR, f"{failure}{stderr_section(session)}") from None
         except httpx.TransportError as exc:
