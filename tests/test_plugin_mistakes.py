@@ -70,3 +70,22 @@ def test_collecting_no_task_says_where_it_looked_and_which_file_to_rename(pytest
         f"*{pytester.path / 'shop_task.py'} declares an @arl.task but its name does not match: rename it "
         "to test_shop_task.py",
     ])
+
+
+def test_an_agent_that_fails_to_import_fails_once_and_the_other_sessions_end_at_once(pytester, tiny_model_dir):
+    _project(pytester, rows=[{"id": f"q{n}", "split": "test"} for n in range(3)])
+    pytester.path.joinpath("test_shop.py").write_text(TASK.format(name="test_shop").replace("samples=1", "samples=2"))
+    pytester.path.joinpath("agent.py").write_text("import no_such_module_for_arl_tests\n")
+    result = _run(pytester, "--agentcore-rl-out", "run")
+    assert result.ret == 0, result.stdout.str()[-3000:]  # the agent's failure is data
+    result.assert_outcomes(failed=6)
+    records = [json.loads(line) for line in (pytester.path / "run" / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["status"] for r in records} == {"agent_error"}
+    loaded = [r for r in records if r["error"].startswith("cannot load the agent")]
+    assert len(loaded) == 1 and "No module named 'no_such_module_for_arl_tests'" in loaded[0]["error"]
+    for record in records:
+        if record is not loaded[0]:
+            assert record["error"].startswith("agent ") and "failed to load in an earlier session of this run, " \
+                "so it is not started again; fix it and rerun: cannot load the agent" in record["error"]
+            # waited for the first session's import, then ended with it: not imported again
+            assert record["elapsed_s"] < loaded[0]["elapsed_s"] + 0.5
