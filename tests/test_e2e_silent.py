@@ -71,3 +71,55 @@ def test_training_that_learns_nothing_says_so_and_a_reward_bug_is_a_task_error(p
     assert "`task_error`: 2 of 4 rollouts" in "\n".join(markdown)
     junit = (run / "junit.xml").read_text()
     assert junit.count("<error") == 4  # r3's two samples, pre and post: errors, not failures
+
+
+def test_ctrl_c_leaves_a_report_that_counts_what_is_on_disk_and_the_resume_command_works(pytester, tiny_model_dir):
+    import shlex
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from toy_project import even_length_task, kill_group
+
+    write_project(pytester.path, task=even_length_task(samples=2), dataset=rows(4, train=2))
+    args = ["-p", "no:cacheprovider", "--agentcore-rl", "run", "--agentcore-rl-set", "model=tiny",
+            "--agentcore-rl-set", "sampling.max_tokens=4", "--agentcore-rl-set", "trainer.steps=2",
+            "--agentcore-rl-set", "trainer.batch_rows=2", "--agentcore-rl-set", "trainer.checkpoint_every=1",
+            "--agentcore-rl-out", "run"]
+    run = pytester.path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=pytester.path, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not (run / "checkpoints" / "step-00001").is_dir():
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)  # Ctrl-C during step 2's rollouts
+        output, _ = process.communicate(timeout=300)
+    finally:
+        kill_group(process)
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    on_disk = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert len(on_disk) >= 8  # 4 pre-eval + 4 of step 1 at least
+    report = json.loads((run / "report.json").read_text())
+    stopped = report["interrupted"]
+    assert stopped["rollouts_on_disk"] == len(on_disk) and stopped["by_phase"]["pre"] == 4
+    assert stopped["train_steps"] >= 1 and stopped["checkpoint"].startswith("checkpoints/step-0000")
+    resume = f"pytest -p no:cacheprovider --agentcore-rl-resume {run}"
+    assert stopped["resume"] == resume
+    assert f"Resume with: {resume}" in output  # printed at the end of the session
+    assert f"INTERRUPTED: the run was stopped before it finished; {len(on_disk)} rollouts are on disk" in output
+    assert (run / "report.md").read_text().splitlines()[2].startswith("> **WARNING** INTERRUPTED:")
+    # one step number everywhere: the terminal's step 1/2 is steps.jsonl step 0 and step-00001
+    assert "agentcore-rl train step 1/2 (steps.jsonl step 0, checkpoint step-00001)" in output
+    first = json.loads((run / "train" / "steps.jsonl").read_text().splitlines()[0])
+    assert first["step"] == 0 and first["checkpoint"] == "step-00001"
+
+    # the printed command resumes it as it was (no --agentcore-rl MODE: the run knows its mode)
+    command = shlex.split(resume)
+    resumed = subprocess.run([sys.executable, "-m", *command], cwd=pytester.path, capture_output=True,
+                             text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    assert "training continues at step 2 (steps.jsonl step 1) after checkpoint step-00001" in resumed.stdout
+    final = json.loads((run / "report.json").read_text())
+    assert final["interrupted"] is None and final["delta"]["overall"]["pairs"] == 4

@@ -25,6 +25,7 @@ from .pytest_outcomes import run_of as _run
 from .run.core import Run
 from .run.finish import resolve_baseline
 from .run.plan import MODES, item_name
+from .resume_command import resume_command, resumed_mode
 from .task_collection import no_tasks_message, uncollected_function_message
 from .tasks import task_spec
 
@@ -99,6 +100,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "agentcore_rl_task: a task test declared with @agentcore_rl_harness.task"
     )
     mode = config.getoption("agentcore_rl")
+    if mode is None and config.getoption("agentcore_rl_resume"):
+        mode = resumed_mode(Path(config.getoption("agentcore_rl_resume")))  # the run knows its mode
     if mode is None:
         for flag in (
             "agentcore_rl_set", "agentcore_rl_config", "agentcore_rl_out", "agentcore_rl_resume",
@@ -176,6 +179,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"--agentcore-rl-save-baseline {name!r}: use a plain name like 'main'"
             )
         run.save_baseline = name
+    run.resume_command = resume_command(config.invocation_params.args, run.run_dir)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(ProgressHooks(run), "agentcore-rl-progress")
     if where == "controller":

@@ -83,4 +83,5 @@ def finish_session(run: Run, session: pytest.Session, exitstatus: int) -> int:
     if session.config.option.collectonly:
         run.finish(write_reports=False)
         return exitstatus
-    return exit_code(exitstatus, run_failed=run.finish())
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    return exit_code(exitstatus, run_failed=run.finish(interrupted=interrupted))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .model import Report
-from .text import delta_table, md_cell, num, pct, pp, training_banner, verdict_line
+from .text import delta_table, interrupted_banner, md_cell, num, pct, pp, training_banner, verdict_line
 
 
 def _delta_section(report: Report) -> list[str]:
@@ -62,11 +62,11 @@ def render_markdown(report: Report, *, files_at: Path | None = None) -> str:
     relative links are dead) the files are named with the run directory's path instead of linked."""
     model = report.run.config.get("model", {})
     model_name = model.get("name") if isinstance(model, dict) else model
-    banner = training_banner(report)
+    banners = [text for text in (interrupted_banner(report), training_banner(report)) if text]
     lines = [
         f"# agentcore-rl {report.run.mode} report — {md_cell(report.run.id)}",
         "",
-        *([f"> **WARNING** {md_cell(banner)}", ""] if banner else []),
+        *(line for text in banners for line in (f"> **WARNING** {md_cell(text)}", "")),
         f"**{verdict_line(report)}**",
         "",
         f"Model `{model_name}`, wall time {report.run.wall_time_s:.1f}s, "

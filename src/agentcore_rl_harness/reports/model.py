@@ -144,6 +144,16 @@ class GateFailure(BaseModel):
     message: str = Field(description="What failed, by how much, in one line.")
 
 
+class Interrupted(BaseModel):
+    """The run was stopped (Ctrl-C, SIGTERM) before it finished: what it left on disk."""
+
+    rollouts_on_disk: int = Field(description="Rollouts in rollouts.jsonl, every phase.")
+    by_phase: dict[str, int] = Field(description="Those rollouts by phase (pre, warmup, train, post, ...).")
+    train_steps: int = Field(default=0, description="Training steps finished (lines in train/steps.jsonl).")
+    checkpoint: str | None = Field(default=None, description="The newest checkpoint (resume starts after it).")
+    resume: str = Field(description="The command that continues the run where it stopped.")
+
+
 class Report(BaseModel):
     schema_version: int = Field(default=REPORT_SCHEMA_VERSION, description="report.json version.")
     run: RunInfo = Field(description="What ran, with which config and versions.")
@@ -166,6 +176,8 @@ class Report(BaseModel):
     outcomes: list[Outcome] = Field(
         default_factory=list, description="Per item-phase rollout, for paired comparisons.")
     gates: list[GateFailure] = Field(default_factory=list, description="Gates that failed.")
+    interrupted: Interrupted | None = Field(
+        default=None, description="Set when the run was stopped before it finished; how to resume it.")
 
 
 def json_schema() -> dict:

@@ -101,3 +101,15 @@ def training_banner(report: Report) -> str | None:
                 f"after training is the initial one. Levers: {levers}.")
     return (f"Only {training.effective_steps} of {training.steps} training steps trained anything "
             f"({share} of groups had rewards that differed). Levers: {levers}.")
+
+
+def interrupted_banner(report: Report) -> str | None:
+    """The line a report of a stopped run opens with: what is on disk and how to go on."""
+    stopped = report.interrupted
+    if stopped is None:
+        return None
+    phases = ", ".join(f"{phase} {count}" for phase, count in stopped.by_phase.items()) or "none"
+    checkpoint = f", newest checkpoint {stopped.checkpoint}" if stopped.checkpoint else ""
+    return (f"INTERRUPTED: the run was stopped before it finished; {stopped.rollouts_on_disk} "
+            f"rollouts are on disk ({phases}), {stopped.train_steps} training step(s) done"
+            f"{checkpoint}. The numbers below cover only what finished. Resume with: {stopped.resume}")

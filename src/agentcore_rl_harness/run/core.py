@@ -65,6 +65,8 @@ class Run:
     other_failures: int = 0
     gate_failures: list[str] = field(default_factory=list)
     task_errors_shown: set[str] = field(default_factory=set)  # tasks whose bug was printed once
+    resume_command: str | None = None  # how to continue this run if it is stopped (the plugin's)
+    interrupted: bool = False  # stopped (Ctrl-C, SIGTERM) before it finished
     report: Report | None = None
     tracking: Tracking | None = None  # logger=...: opened with the run directory
     _scheduler: Scheduler | None = None
@@ -178,8 +180,9 @@ class Run:
         self.train_steps = list(reloaded.train_steps)
         if reloaded.checkpoint is not None and self.mode in ("run", "train"):
             self.parts().trainer().load_checkpoint(reloaded.checkpoint)
+        after = f" after checkpoint {reloaded.checkpoint.name}" if reloaded.checkpoint is not None else ""
         self.write(f"agentcore-rl resume: {len(reloaded.rollouts)} rollouts kept, training continues "
-                   f"at step {reloaded.start_step}")
+                   f"at step {reloaded.start_step + 1} (steps.jsonl step {reloaded.start_step}){after}")
         return reloaded.start_step
 
     def _train_first(self, specs: list[TaskSpec], cases: list[Case], start_step: int) -> None:
@@ -366,8 +369,10 @@ class Run:
 
     # -- the end ---------------------------------------------------------------------------
 
-    def finish(self, *, write_reports: bool = True) -> bool:
-        """Stop what runs, write the reports, judge the gates; True if the run failed."""
+    def finish(self, *, write_reports: bool = True, interrupted: bool = False) -> bool:
+        """Stop what runs, write the reports, judge the gates; True if the run failed.
+        `interrupted`: the session was stopped; the report says so and how to resume."""
+        self.interrupted = interrupted and self.rundir.opened
         self.progress.clear()
         if self._scheduler is not None:
             self._scheduler.cancel()
@@ -400,6 +405,9 @@ class Run:
             tags={**self.task_tags, **{name: list(spec.tags) for name, spec in self.specs.items()}},
             discarded=read_discarded(self.run_dir),
         )
+        if self.interrupted:
+            resume = self.resume_command or f"pytest --agentcore-rl-resume {self.run_dir}"
+            self.report.interrupted = finish.interrupted(self.run_dir, self.rollouts, len(self.train_steps), resume)
         self.gate_failures = finish.judge_gates(self.report, self.config.typed.gates, self.compare_path)
         if self.rundir.opened:  # no rollout ran: the gates are judged, nothing is written
             finish.write_report_files(self.run_dir, self.report, self.rollouts, self.config.typed.report)

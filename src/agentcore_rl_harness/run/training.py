@@ -131,11 +131,14 @@ class TrainingLoop:
                 rollout_s = time.monotonic() - current.started
                 if self.plan.overlap and step + 1 < self.plan.steps:
                     batch = self._start(step + 1)  # runs during this step's scoring and update
-                line = self._train(step, current.cases, episodes, rollout_s, step_once, last_line_at)
+                due = (step + 1) % self.plan.checkpoint_every == 0 or step + 1 == self.plan.steps
+                checkpoint = checkpoint_name(step) if due else None
+                line = self._train(step, current.cases, episodes, rollout_s, step_once, last_line_at,
+                                   checkpoint)
                 last_line_at = time.monotonic()
                 lines.append(line)
-                if (step + 1) % self.plan.checkpoint_every == 0 or step + 1 == self.plan.steps:
-                    self.trainer.save_checkpoint(self.checkpoint_dir / f"step-{step + 1:05d}")
+                if checkpoint is not None:
+                    self.trainer.save_checkpoint(self.checkpoint_dir / checkpoint)
                 if batch is None and step + 1 < self.plan.steps:
                     batch = self._start(step + 1)
         finally:
@@ -159,6 +162,7 @@ class TrainingLoop:
         rollout_s: float,
         step_once: Callable[[list[TrainGroup]], StepMetrics],
         since: float,
+        checkpoint: str | None = None,
     ) -> dict[str, Any]:
         rollouts = [self.score(case, episode) for case, episode in zip(cases, episodes)]
         groups, excluded = build_groups(rollouts)
@@ -187,12 +191,14 @@ class TrainingLoop:
             },
         }
         line["step"] = step
+        line["checkpoint"] = checkpoint  # saved after this step (resume continues after it)
         with open(self.train_dir / STEPS_FILE, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(line) + "\n")
         if self.on_step is not None:
             self.on_step(line)
+        saved = f", checkpoint {checkpoint}" if checkpoint else ""
         self.write(
-            f"agentcore-rl train step {step + 1}/{self.plan.steps}: reward "
+            f"agentcore-rl train step {step + 1}/{self.plan.steps} (steps.jsonl step {step}{saved}): reward "
             f"{_fmt(line['reward_mean'])}, success {_fmt(line['success_rate'])}, loss "
             f"{_fmt(line.get('loss'))}, {line['informative_groups']}/{line['groups_total']} groups "
             f"informative, {line['trained_tokens']} tokens trained, {line['wall_time_s']['total']}s"
@@ -216,6 +222,11 @@ class _Started:
     cases: list[Case]
     started: float
     rollouts: Batch
+
+
+def checkpoint_name(step: int) -> str:
+    """The checkpoint saved after 0-based `step`: named by the steps done (step 0 -> step-00001)."""
+    return f"step-{step + 1:05d}"
 
 
 def _fmt(value: Any) -> str:
