@@ -373,6 +373,10 @@ class Run:
         """Stop what runs, write the reports, judge the gates; True if the run failed.
         `interrupted`: the session was stopped; the report says so and how to resume."""
         self.interrupted = interrupted and self.rundir.opened
+        if self.interrupted and not self.rundir.shared:  # the steps a stopped loop never returned
+            from ..train_store import read_steps
+
+            self.train_steps = read_steps(self.run_dir)
         self.progress.clear()
         if self._scheduler is not None:
             self._scheduler.cancel()
