@@ -151,6 +151,9 @@ def build_runtime(config: HarnessConfig, *, private_dirs: tuple[Path, ...] = ())
     if runtime.kind == "agentcore":
         from ..runtimes.agentcore import AgentCoreRuntime
         from ..runtimes.limits import LimiterSettings, Priorities, build_limiter
+        from ..runtimes._session_caps import check_agentcore_limits
+
+        check_agentcore_limits(runtime.limits)
 
         return AgentCoreRuntime(
             arns=dict(runtime.arns), region=runtime.region, qualifier=runtime.qualifier,

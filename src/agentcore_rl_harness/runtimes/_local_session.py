@@ -14,6 +14,7 @@ import httpx
 from ..records import Status
 from ._processes import Child
 from ._results import ResultError, parse_invocation_body
+from ._session_caps import STDERR_LOG
 from ._zygote_pool import read_tail
 from .base import AgentRef
 from .sandbox import SessionSandbox
@@ -41,10 +42,11 @@ class LocalSession:
     final_state: bytes | None = None
     final_state_error: str | None = None
     network: Any = None  # a network.SessionNetwork when the session's network is isolated
+    caps: Any = None  # its _session_caps.SessionBox (cgroup, tmpfs, the cap it broke)
 
     @property
     def stderr_path(self) -> Path:
-        return self.workdir / "agent-stderr.log"
+        return self.workdir / STDERR_LOG
 
 
 def resolve_agent(agent: AgentRef) -> tuple[str, str]:
@@ -101,9 +103,26 @@ def error_text(response: httpx.Response) -> str:
     return json.dumps(body)[:STDERR_TAIL_BYTES]
 
 
-def parse_result(response: httpx.Response, session: LocalSession) -> dict[str, Any]:
+async def read_body(response: httpx.Response, max_bytes: int | None) -> bytes:
+    """A streamed response's body, refused past `max_bytes` (runtime.limits.session_result_mb)."""
+    if max_bytes is None:
+        return await response.aread()
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > max_bytes:
+            raise AgentFailed(Status.AGENT_ERROR, (
+                f"resource_exceeded: session_result_mb={max_bytes // (1024 * 1024)} exceeded: the "
+                f"agent's answer passed {max_bytes} bytes (read no further); return less, or raise "
+                "runtime.limits.session_result_mb"))
+    return bytes(body)
+
+
+def parse_result(response: httpx.Response, session: LocalSession,
+                 body: bytes | None = None) -> dict[str, Any]:
     try:
-        return parse_invocation_body(response.content, response.headers.get("content-type", ""))
+        return parse_invocation_body(response.content if body is None else body,
+                                     response.headers.get("content-type", ""))
     except ResultError as exc:
         suffix = stderr_section(session) if exc.streamed_error else ""
         raise AgentFailed(Status.AGENT_ERROR, f"{exc}{suffix}") from None

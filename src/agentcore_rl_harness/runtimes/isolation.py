@@ -24,6 +24,7 @@ refuses any request without the session's own unguessable key.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -32,14 +33,14 @@ import os
 import resource
 import shutil
 import subprocess
-import sys
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ._sandbox_paths import default_hidden, hidden_roots, python_paths, rebinds
+from ._session_caps import check_session_limits
 from .network import NetworkPolicy
 
 logger = logging.getLogger(__name__)
@@ -60,12 +61,19 @@ class SandboxLimits:
     file_size_mb: int | None = 1024  # RLIMIT_FSIZE: largest file a session may write
     open_files: int | None = 4096  # RLIMIT_NOFILE
     processes: int | None = 1024  # RLIMIT_NPROC: counted per uid (uid isolation) or user namespace
+    # Session-wide caps, all its processes together (_session_caps.py; null: no cap)
+    session_memory_mb: int | str | None = "auto"  # auto: half the RAM split over `concurrency`
+    session_disk_mb: int | None = 1024  # its writable dirs (a size-limited tmpfs each)
+    session_pids: int | None = 512  # processes and threads
+    session_cpu: float | str | None = "auto"  # cores (CFS quota); auto: half the machine's
+    session_result_mb: int | None = 64  # the largest answer read from the agent
 
     def check(self) -> None:
         for name in ("memory_mb", "file_size_mb", "open_files", "processes"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"runtime.limits.{name} must be >= 1 or null, got {value}")
+        check_session_limits(self)
 
     def values(self) -> list[tuple[str, int, int]]:
         """(prlimit option, resource, value) of each limit that is set, the value capped at the
@@ -147,6 +155,10 @@ class Isolation:
 
     def prepare(self, workdir: Path) -> None:
         """Make `workdir` (just created by the harness) the session's own."""
+
+    def session_tmpfs(self, workdir: Path) -> list[Path]:
+        """The tmpfs a session writes inside its own namespaces (none outside bubblewrap)."""
+        return []
 
     def launch(self, argv: Sequence[str], *, workdir: Path, readable: Iterable[Path] = (),
                info_fd: int | None = None, hosts_file: Path | None = None) -> LaunchPlan:
@@ -240,14 +252,15 @@ class Bubblewrap(Isolation):
             command.append("--unshare-net")
             if hosts_file is not None:
                 command += ["--ro-bind", str(hosts_file), "/etc/hosts"]
-        for path in _hidden_roots(self.hidden, workdir):
-            command += ["--tmpfs", str(path)]
-        rebound = _rebinds(self.hidden, workdir, [*self.readable, *readable])
+        size = self._tmpfs_size()
+        for path in hidden_roots(self.hidden, workdir):
+            command += [*size, "--tmpfs", str(path)]
+        rebound = rebinds(self.hidden, workdir, [*self.readable, *readable])
         for path in rebound:
             command += ["--ro-bind", str(path), str(path)]
         for path in sorted(set(self.hidden), key=lambda p: len(p.parts)):  # e.g. a run dir in a repo
             if path.is_dir() and any(path != bound and path.is_relative_to(bound) for bound in rebound):
-                command += ["--tmpfs", str(path)]
+                command += [*size, "--tmpfs", str(path)]
         for path in self.writable:
             command += ["--bind", str(path), str(path)]
         command += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
@@ -256,6 +269,14 @@ class Bubblewrap(Isolation):
             command += ["--info-fd", str(info_fd)]
             pass_fds = (info_fd,)
         return self._plan([*command, "--", *argv], pass_fds)
+
+    def session_tmpfs(self, workdir: Path) -> list[Path]:
+        return hidden_roots(self.hidden, workdir)
+
+    def _tmpfs_size(self) -> list[str]:
+        """Bubblewrap's tmpfs as large as session_disk_mb (`--size`: bubblewrap >= 0.5)."""
+        disk = self.limits.session_disk_mb
+        return ["--size", str(disk * _MIB)] if disk and _bwrap_sizes_tmpfs(self.bwrap) else []
 
     def enter(self, argv: Sequence[str], *, host_pid: int, cwd: str) -> LaunchPlan:
         nsenter = shutil.which("nsenter") or "nsenter"
@@ -267,51 +288,16 @@ class Bubblewrap(Isolation):
         return self._plan([*command, *argv])
 
 
-def default_hidden(base_dir: Path | None) -> tuple[Path, ...]:
-    """What no session may see: where sessions live, the harness user's home, shared temp dirs."""
-    candidates = [Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"),
-                  Path.home(), Path("/root")]
-    if base_dir is not None:
-        candidates.append(base_dir)
-    return tuple(dict.fromkeys(p.resolve() for p in candidates if p.exists()))
-
-
-def python_paths() -> tuple[Path, ...]:
-    """What an agent's interpreter must read: the installation and every import path."""
-    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
-    paths += [p for p in sys.path if p]
-    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return tuple(dict.fromkeys(Path(p).resolve() for p in paths if os.path.exists(p)))
-
-
-def _hidden_roots(hidden: Sequence[Path], workdir: Path) -> list[Path]:
-    """Hidden paths outermost first; a path inside another hidden one is covered already."""
-    roots: list[Path] = []
-    for path in sorted(set(hidden), key=lambda p: len(p.parts)):
-        if path == Path("/") or not path.is_dir() or any(path.is_relative_to(root) for root in roots):
-            continue
-        roots.append(path)
-    return roots
-
-
-def _rebinds(hidden: Sequence[Path], workdir: Path, readable: Iterable[Path]) -> list[Path]:
-    """Readable paths under a hidden one, bound back; never one that would uncover other sessions."""
-    roots = _hidden_roots(hidden, workdir)
-    chosen: list[Path] = []
-    for path in dict.fromkeys(readable):
-        if not path.exists() or not any(path.is_relative_to(root) for root in roots):
-            continue
-        if workdir.parent.is_relative_to(path) or any(root.is_relative_to(path) for root in roots):
-            logger.debug("not binding %s into the session sandbox: it would uncover %s", path,
-                           workdir.parent)
-            continue
-        chosen.append(path)
-    chosen.sort(key=lambda p: len(p.parts))
-    return [p for i, p in enumerate(chosen) if not any(p.is_relative_to(q) for q in chosen[:i])]
-
-
 def _owner(path: str) -> int:
     return os.stat(path).st_uid
+
+
+@functools.cache
+def _bwrap_sizes_tmpfs(bwrap: str) -> bool:
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        usage = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10)
+        return "--size" in usage.stdout + usage.stderr
+    return False
 
 
 @functools.cache
@@ -380,7 +366,9 @@ def build_isolation(choice: IsolationChoice, *, base_dir: Path | None = None) ->
         if choice.kind == "auto":
             logger.warning("session isolation: %s; falling back to a uid per session "
                            "(runtime.isolation=uid), which shares the host's network", why_not)
-        return SessionUid(choice.limits, **kwargs)
+        pids = choice.limits.session_pids  # RLIMIT_NPROC counts per uid: per session here
+        per_uid = choice.limits.processes if pids is None else min(pids, choice.limits.processes or pids)
+        return SessionUid(dataclasses.replace(choice.limits, processes=per_uid), **kwargs)
     if choice.kind == "auto":
         logger.warning("session isolation: %s and this is not root, so sessions are NOT isolated "
                        "from each other (runtime.isolation=none)", why_not)

@@ -62,11 +62,13 @@ from ._local_session import (
     error_text,
     loopback_client,
     parse_result,
+    read_body,
     resolve_agent,
     section,
     stderr_section,
 )
 from ._processes import Child, SpawnedChild, log_rmtree_error, terminate
+from ._session_caps import RESOURCE_EXCEEDED, Caps, SessionCaps, watch
 from ._zygote_pool import ZygoteFailed, ZygotePool
 from .base import AgentRef
 from .isolation import (
@@ -150,6 +152,8 @@ class LocalRuntime:
         if isinstance(isolation, IsolationChoice):
             isolation = build_isolation(isolation, base_dir=self.base_dir)
         self.isolation: Isolation = isolation
+        self.caps = SessionCaps(Caps.resolve(isolation.limits, concurrency=concurrency))
+        (logger.warning if self.caps.why_no_cgroup else logger.info)("%s", self.caps.describe())
         isolated = not isinstance(isolation, NoIsolation)
         if start_method == "auto":
             start_method = "spawn" if isolated or not hasattr(os, "fork") else "fork"
@@ -207,6 +211,10 @@ class LocalRuntime:
                 status, result, error = failure.status, None, failure.error
             else:
                 status, error = Status.COMPLETED, None
+            if session.caps is not None and session.caps.breach is not None:
+                then = f" (then: {error.splitlines()[0]})" if error else ""
+                status, result, error = (Status.AGENT_ERROR, None,
+                                         f"{RESOURCE_EXCEEDED}: {session.caps.breach}{then}")
             return SessionOutcome(
                 status=status, result=result, error=error, elapsed_s=time.monotonic() - started,
                 final_state=session.final_state, final_state_error=session.final_state_error,
@@ -238,6 +246,9 @@ class LocalRuntime:
         """Kill every live session process and zygote; later `run_session` calls raise."""
         self._closed = True
         await asyncio.gather(*(self._terminate(child) for child in list(self._live)))
+        for session in list(self._sessions.values()):  # their cleanup may never run (a dead loop)
+            if session.caps is not None:
+                session.caps.close()
         if self._zygotes is not None:
             await self._zygotes.aclose()
         if self._sink is not None:
@@ -263,6 +274,7 @@ class LocalRuntime:
             session.sandbox = SessionSandbox(
                 session_id=session_id, isolation=self.isolation, host_pid=host_pid,
                 workdir=str(session.workdir), env=session.env or {},
+                join=session.caps.argv_prefix() if session.caps is not None else (),
             )
         return session.sandbox
 
@@ -274,6 +286,7 @@ class LocalRuntime:
         deadline = asyncio.get_running_loop().time() + timeout_s
         session_id = session.session_id
         self._sessions[session_id] = session
+        watchdog = asyncio.create_task(self._watch(session))
         try:
             spec, import_root = resolve_agent(agent)
             if self.isolation.isolates_network:
@@ -295,7 +308,23 @@ class LocalRuntime:
                     f"agent {spec} did not answer within {timeout_s:g}s (session {session_id})",
                 ) from None
         finally:
+            watchdog.cancel()
             await self._cleanup(session)
+
+    async def _watch(self, session: LocalSession) -> None:
+        """Kill the session once it breaks a cap (`_session_caps.py`); the breach is its error."""
+        while session.caps is None:
+            await asyncio.sleep(0.05)
+
+        def sandbox_pid() -> int | None:
+            return session.child.sandbox_pid() if isinstance(session.child, SpawnedChild) else None
+
+        try:
+            await watch(session.caps, sandbox_pid=sandbox_pid,
+                        tmpfs_dirs=self.isolation.session_tmpfs(session.workdir))
+        except Exception:  # a bug here must not pass silently: the session runs unwatched
+            logger.exception("the caps watchdog of session %s failed; it runs without its "
+                             "session-wide caps being checked", session.session_id)
 
     def _destinations(self, payload: dict[str, Any]) -> list[Destination]:
         """What an isolated session may reach: its gateway, the S3 stand-in, `network.allow`."""
@@ -351,14 +380,19 @@ class LocalRuntime:
         return await self._start(session, spec, import_root)
 
     async def _start(self, session: LocalSession, spec: str, import_root: str) -> int | str:
+        session.caps = self.caps.open(session.workdir)  # its tmpfs first: the env makes tmp/
         env = self._environment(session.workdir, import_root)
         session.env = env
         self.isolation.prepare(session.workdir)
+        if isinstance(self.isolation, SessionUid):
+            session.caps.give_to(self.isolation.uid_of(session.workdir))
         try:
             async with asyncio.timeout(self.startup_timeout_s):
                 session.child = await self._launch(session, spec, import_root, env)
                 self._live.add(session.child)
                 port = await self._read_address(session, spec)
+                if not isinstance(session.child, SpawnedChild):  # forked: its pid is known now
+                    session.caps.adopt(session.child.pid)
                 if session.network is not None and isinstance(session.child, SpawnedChild):
                     await session.network.start(await session.child.wait_sandbox_pid(
                         self.startup_timeout_s))
@@ -410,6 +444,7 @@ class LocalRuntime:
             argv, workdir=session.workdir, info_fd=info_write,
             readable=[Path(import_root), _HARNESS_SRC],
             hosts_file=session.network.hosts_file if session.network is not None else None)
+        plan = dataclasses.replace(plan, argv=[*session.caps.argv_prefix(), *plan.argv])
         try:
             with open(session.stderr_path, "wb") as stderr_file:
                 if plan.user is not None:
@@ -434,6 +469,7 @@ class LocalRuntime:
         finally:
             if info_write is not None:
                 os.close(info_write)
+        session.caps.root_pid = process.pid
         return SpawnedChild(process, info_fd=info_read)
 
     async def _read_address(self, session: LocalSession, spec: str) -> int | str:
@@ -472,9 +508,10 @@ class LocalRuntime:
         # No per-request timeout: the session deadline (asyncio.timeout_at) governs.
         async with loopback_client(port, timeout=None) as c:
             try:
-                response = await c.post(
-                    "/invocations", json=payload, headers={SESSION_HEADER: session_id}
-                )
+                async with c.stream("POST", "/invocations", json=payload,
+                                    headers={SESSION_HEADER: session_id}) as streamed:
+                    body = await read_body(streamed, self.caps.result_bytes)
+                response = httpx.Response(streamed.status_code, headers=streamed.headers, content=body)
             except httpx.TransportError as exc:
                 raise await self._exited(
                     session, f"agent dropped the connection while answering ({exc!r})"
@@ -504,9 +541,10 @@ class LocalRuntime:
         """Follow an answer that is not the result yet (agentcore-rl-toolkit's app classes)."""
 
         async def get(invocation_id: str) -> Any:
-            response = await c.post("/invocations", json=invocations.get_payload(invocation_id),
-                                    headers={SESSION_HEADER: session_id})
-            return parse_result(response, session)
+            async with c.stream("POST", "/invocations", json=invocations.get_payload(invocation_id),
+                                headers={SESSION_HEADER: session_id}) as response:
+                body = await read_body(response, self.caps.result_bytes)
+            return parse_result(response, session, body)
 
         try:
             return await invocations.settle(answer, get=get, poll_initial_s=0.05, poll_max_s=1.0)
@@ -535,6 +573,8 @@ class LocalRuntime:
                 await session.network.aclose()
             if session.sandbox is not None:
                 await session.sandbox.aclose()
+            if session.caps is not None:
+                session.caps.check()  # a cap broken since the watchdog's last look
             if session.child is not None:
                 try:
                     await self._terminate(session.child)
@@ -545,6 +585,8 @@ class LocalRuntime:
                 session.final_state, session.final_state_error = await asyncio.to_thread(
                     _final_state.keep, session.workdir, max_bytes=self.final_state_max_bytes)
         finally:
+            if session.caps is not None:
+                session.caps.close()
             shutil.rmtree(session.workdir, onerror=log_rmtree_error)
             if isinstance(self.isolation, SessionUid):
                 self.isolation.release(session.workdir)

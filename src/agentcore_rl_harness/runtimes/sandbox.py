@@ -138,8 +138,11 @@ class SessionSandbox:
     """Commands and files inside one live local session (see the module docstring)."""
 
     def __init__(self, *, session_id: str, isolation: Isolation, host_pid: int, workdir: str,
-                 env: Mapping[str, str], output_cap: int = DEFAULT_OUTPUT_CAP) -> None:
+                 env: Mapping[str, str], output_cap: int = DEFAULT_OUTPUT_CAP,
+                 join: Sequence[str] = ()) -> None:
+        """`join`: a prefix that puts each command into the session's cgroup (its caps)."""
         self.session_id = session_id
+        self.join = tuple(join)
         self.isolation = isolation
         self.host_pid = host_pid
         self.workdir = workdir
@@ -201,7 +204,7 @@ class SessionSandbox:
         directory = str(PurePosixPath(self.workdir) / cwd) if cwd else self.workdir
         plan = self.isolation.enter(argv_tuple, host_pid=self.host_pid, cwd=directory)
         process = await asyncio.create_subprocess_exec(
-            *plan.argv, env={**self.env, **(env or {})},
+            *self.join, *plan.argv, env={**self.env, **(env or {})},
             cwd=None if self.isolation.namespaced else directory,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
