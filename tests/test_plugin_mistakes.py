@@ -72,6 +72,7 @@ def test_collecting_no_task_says_where_it_looked_and_which_file_to_rename(pytest
     ])
 
 
+@pytest.mark.slow
 def test_an_agent_that_fails_to_import_fails_once_and_the_other_sessions_end_at_once(pytester, tiny_model_dir):
     _project(pytester, rows=[{"id": f"q{n}", "split": "test"} for n in range(3)])
     pytester.path.joinpath("test_shop.py").write_text(TASK.format(name="test_shop").replace("samples=1", "samples=2"))
