@@ -27,11 +27,13 @@ def _delta_section(report: Report) -> list[str]:
 def _train_section(report: Report) -> list[str]:
     if not report.train:
         return []
-    lines = ["", "## Training reward per step", "", "| step | reward | success | loss |",
-             "|---|---|---|---|"]
+    lines = ["", "## Training reward per step", "",
+             "| step | reward | success | loss | informative groups | tokens trained |",
+             "|---|---|---|---|---|---|"]
     for step in report.train:
+        tokens = "n/a" if step.trained_tokens is None else str(step.trained_tokens)
         lines.append(f"| {step.step} | {num(step.reward_mean)} | {pct(step.success_rate)} | "
-                     f"{num(step.loss, 4)} |")
+                     f"{num(step.loss, 4)} | {pct(step.informative_fraction)} | {tokens} |")
     return lines
 
 
