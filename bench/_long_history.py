@@ -9,16 +9,21 @@ CPU per turn is the server process's CPU (all its threads, Linux schedstat, ns) 
 moments the driver starts two consecutive turns, read by the driver from /proc: the driver's own
 work (building the next body, parsing the answer) is in another process and does not count.
 
+Wires (`--wire`): `chat` (Chat Completions `messages`), `anthropic` (Messages: `system` and
+`messages`, tool results as `tool_result` blocks) and `responses` (Responses `instructions` and
+`input` items, the reply's output items re-sent as they came, `function_call_output` items). Each
+agent re-sends its whole history every turn, serialised with `json.dumps` as the SDKs do.
+
 Roles:
-  serve   python bench/_long_history.py serve --turns T --lines N --sessions S
+  serve   python bench/_long_history.py serve --wire W --turns T --lines N --sessions S
           start the gateway, spawn the driver, print one JSON line of per-turn CPU (ms)
   drive   (spawned by serve) run the sessions over raw HTTP/1.1 and print per-turn CPU
   path    the same conversation through the turn path alone (`prepare_turn` + `sample_turn`:
           render, tokenise, turn tree; no HTTP, no wire parsing), thread CPU per turn, given the
           messages as the chat route hands them over (untimed: its known messages are the objects
           it already holds, `gateway/known_history.py`)
-  path-fresh  the same with every message translated anew each turn (as the Anthropic and
-          Responses wires do): the turn tree compares each one with what it holds
+  path-fresh  the same with every message translated anew each turn (as every wire did before
+          its known history): the turn tree compares each one with what it holds
 `serve` uses whichever `agentcore_rl_harness` is on the path, so `bench/gateway.py` can run it
 against another checkout's `src` (`--baseline-src`) in the same run.
 """
@@ -73,19 +78,67 @@ def _read_response(sock_file) -> tuple[int, bytes]:
     return status, sock_file.read(length)
 
 
-def drive(base_url: str, server_pid: int, session_ids: list[str], turns: int, lines: int) -> list[list[float]]:
+ANTHROPIC_TOOLS = [{"name": "shell", "description": "Run a shell command and return its output.",
+                    "input_schema": TOOLS[0]["function"]["parameters"]}]
+RESPONSES_TOOLS = [{"type": "function", **TOOLS[0]["function"]}]
+WIRES = ("chat", "anthropic", "responses")
+
+
+class Conversation:
+    """One agent's history on one wire: the next request body, and the reply folded in."""
+
+    def __init__(self, wire: str, lines: int) -> None:
+        self.wire, self.lines = wire, lines
+        if wire == "chat":
+            self.path, self.history = "/chat/completions", [{"role": "system", "content": SYSTEM},
+                                                            {"role": "user", "content": TASK}]
+        elif wire == "anthropic":
+            self.path, self.history = "/messages", [{"role": "user", "content": TASK}]
+        else:
+            self.path, self.history = "/responses", [{"type": "message", "role": "user", "content": TASK}]
+
+    def body(self) -> bytes:
+        if self.wire == "chat":
+            return json.dumps({"model": "policy", "messages": self.history, "tools": TOOLS}).encode()
+        if self.wire == "anthropic":
+            return json.dumps({"model": "policy", "max_tokens": 256, "system": SYSTEM, "messages": self.history,
+                               "tools": ANTHROPIC_TOOLS}).encode()
+        return json.dumps({"model": "policy", "instructions": SYSTEM, "input": self.history,
+                           "tools": RESPONSES_TOOLS}).encode()
+
+    def answered(self, answer: bytes, turn: int) -> None:
+        reply, output = json.loads(answer), tool_output(turn, self.lines)
+        if self.wire == "chat":
+            message = reply["choices"][0]["message"]
+            self.history.append({k: v for k, v in message.items() if v is not None})
+            for call in message.get("tool_calls") or ():
+                self.history.append({"role": "tool", "tool_call_id": call["id"], "content": output})
+        elif self.wire == "anthropic":
+            self.history.append({"role": "assistant", "content": reply["content"]})
+            results = [{"type": "tool_result", "tool_use_id": block["id"], "content": output}
+                       for block in reply["content"] if block["type"] == "tool_use"]
+            self.history.append({"role": "user", "content": results or "Go on."})
+        else:
+            self.history += reply["output"]
+            calls = [item for item in reply["output"] if item["type"] == "function_call"]
+            self.history += [{"type": "function_call_output", "call_id": item["call_id"], "output": output}
+                             for item in calls] or [{"type": "message", "role": "user", "content": "Go on."}]
+
+
+def drive(base_url: str, server_pid: int, session_ids: list[str], turns: int, lines: int,
+          wire: str = "chat") -> list[list[float]]:
     """Per session, the server CPU ms of each turn."""
     parts = urlsplit(base_url)
-    path = parts.path.rstrip("/") + "/chat/completions"
     sock = socket.create_connection((parts.hostname, parts.port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock_file = sock.makefile("rb")
     per_session = []
     for session_id in session_ids:
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
+        conversation = Conversation(wire, lines)
+        path = parts.path.rstrip("/") + conversation.path
         marks = []
         for turn in range(turns):
-            body = json.dumps({"model": "policy", "messages": messages, "tools": TOOLS}).encode()
+            body = conversation.body()
             head = (f"POST {path} HTTP/1.1\r\nHost: {parts.hostname}\r\nContent-Type: application/json\r\n"
                     f"Authorization: Bearer {session_id}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
             marks.append(process_cpu_ns(server_pid))
@@ -93,10 +146,7 @@ def drive(base_url: str, server_pid: int, session_ids: list[str], turns: int, li
             status, answer = _read_response(sock_file)
             if status != 200:
                 raise SystemExit(f"turn {turn + 1}: HTTP {status}: {answer[:500]!r}")
-            message = json.loads(answer)["choices"][0]["message"]
-            messages.append({k: v for k, v in message.items() if v is not None})
-            for call in message.get("tool_calls") or ():
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": tool_output(turn, lines)})
+            conversation.answered(answer, turn)
         time.sleep(0.05)  # let the last turn's trailing work finish
         marks.append(process_cpu_ns(server_pid))
         per_session.append([(b - a) / 1e6 for a, b in zip(marks, marks[1:])])
@@ -104,7 +154,7 @@ def drive(base_url: str, server_pid: int, session_ids: list[str], turns: int, li
     return per_session
 
 
-def serve(turns: int, lines: int, sessions: int) -> dict:
+def serve(turns: int, lines: int, sessions: int, wire: str = "chat") -> dict:
     import dataclasses
 
     from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer, load_template
@@ -127,7 +177,7 @@ def serve(turns: int, lines: int, sessions: int) -> dict:
         opened = [server.sessions.open() for _ in range(sessions)]
         done = subprocess.run(
             [sys.executable, os.path.abspath(__file__), "drive", "--base-url", server.base_url,
-             "--server-pid", str(os.getpid()), "--turns", str(turns), "--lines", str(lines),
+             "--server-pid", str(os.getpid()), "--turns", str(turns), "--lines", str(lines), "--wire", wire,
              f"--session-ids={','.join(opened)}"],  # `=`: an id may start with "-"
             capture_output=True, text=True, timeout=3600)
         if done.returncode != 0:
@@ -135,7 +185,7 @@ def serve(turns: int, lines: int, sessions: int) -> dict:
         per_session = json.loads(done.stdout.strip().splitlines()[-1])
         finished = [server.sessions.finish(session_id) for session_id in opened]
     (trace,) = finished[-1].traces  # one row: every turn extended the one before
-    return {"cpu_ms": per_session, "history_tokens": len(trace.token_ids),
+    return {"wire": wire, "cpu_ms": per_session, "traces": len(finished[-1].traces), "history_tokens": len(trace.token_ids),
             "tool_output_tokens": len(renderer.encode(tool_output(turns // 2, lines))),
             "drift_events": finished[-1].metadata["drift_events"], "forks": finished[-1].metadata["forks"]}
 
@@ -143,7 +193,7 @@ def serve(turns: int, lines: int, sessions: int) -> dict:
 def turn_path(turns: int, lines: int, sessions: int, *, fresh: bool = False) -> dict:
     """Thread CPU ms of `prepare_turn` + `sample_turn` per turn, given the internal messages the
     chat route hands over (its known messages as the objects it already holds), or with `fresh`
-    every message translated anew (as the Anthropic and Responses wires still do)."""
+    every message translated anew (as a wire without its known history would)."""
     import asyncio
 
     from agentcore_rl_harness.gateway import openai_wire
@@ -209,18 +259,19 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--lines", type=int, default=8, help="tool output lines (~37 tokens each)")
     parser.add_argument("--sessions", nargs="+", default=["3"])
+    parser.add_argument("--wire", choices=WIRES, default="chat", help="serve, drive: the wire the agent speaks")
     parser.add_argument("--session-ids", default="", help="drive: comma-separated session keys")
     parser.add_argument("--base-url")
     parser.add_argument("--server-pid", type=int)
     args = parser.parse_args()
     if args.role == "drive":
         session_ids = args.session_ids.split(",") if args.session_ids else args.sessions
-        print(json.dumps(drive(args.base_url, args.server_pid, session_ids, args.turns, args.lines)))
+        print(json.dumps(drive(args.base_url, args.server_pid, session_ids, args.turns, args.lines, args.wire)))
     elif args.role in ("path", "path-fresh"):
         print(json.dumps(turn_path(args.turns, args.lines, int(args.sessions[0]), fresh=args.role == "path-fresh")),
               flush=True)
     else:
-        print(json.dumps(serve(args.turns, args.lines, int(args.sessions[0]))), flush=True)
+        print(json.dumps(serve(args.turns, args.lines, int(args.sessions[0]), args.wire)), flush=True)
 
 
 if __name__ == "__main__":

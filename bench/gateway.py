@@ -41,11 +41,14 @@ Run:  python bench/gateway.py [--backend fixed|vllm-http] [--sessions 1 16 64 12
 on a shared machine the load moves between targets, and rounds spread that over all of them.
 
 Long sessions:  python bench/gateway.py --scenario long [--long-turns 200] [--long-sessions 3]
+                                        [--long-wires chat anthropic responses]
+                                        [--long-roles serve path path-fresh]
                                         [--baseline-src /path/to/other/checkout/src] [--repeat 2]
 CPU ms per turn of the gateway process at turns 10/100/200 of tool-calling sessions with ~300-token
-tool outputs (`bench/_long_history.py`), for this checkout and, with `--baseline-src`, another one
-(e.g. `git worktree add /tmp/base <commit>`), alternating in the same run; then the trace
-linearization times (CPU) at 100 / 200 / 400 / 800 turns.
+tool outputs (`bench/_long_history.py`), on each wire (`serve`; the turn path alone, `path` and
+`path-fresh`, is the same for every wire and runs once), for this checkout and, with
+`--baseline-src`, another one (e.g. `git worktree add /tmp/base <commit>`), alternating in the same
+run; then the trace linearization times (CPU) at 100 / 200 / 400 / 800 turns.
 """
 
 from __future__ import annotations
@@ -471,6 +474,11 @@ def main() -> None:
     parser.add_argument("--long-turns", type=int, default=200)
     parser.add_argument("--long-sessions", type=int, default=3)
     parser.add_argument("--baseline-src", default=None, help="long: another checkout's src to compare")
+    parser.add_argument("--long-wires", nargs="+", choices=["chat", "anthropic", "responses"],
+                        default=["chat", "anthropic", "responses"], help="long: the wires the agents speak")
+    parser.add_argument("--long-roles", nargs="+", choices=["serve", "path", "path-fresh"],
+                        default=["serve", "path", "path-fresh"],
+                        help="long: the gateway over HTTP (serve, per wire), the turn path alone (path, path-fresh)")
     args = parser.parse_args()
     if args.scenario == "long":
         run_long(args)
@@ -516,19 +524,22 @@ def run_long(args: argparse.Namespace) -> None:
     if args.baseline_src:
         sources = {"baseline": os.path.abspath(args.baseline_src), **sources}
     marks = sorted({10, args.long_turns // 2, args.long_turns})
-    runs = {(role, name): [] for role in ("serve", "path", "path-fresh") for name in sources}
+    kinds = [(role, wire) for role in args.long_roles
+             for wire in (args.long_wires if role == "serve" else ["chat"])]  # the turn path has no wire
+    runs = {(role, wire, name): [] for role, wire in kinds for name in sources}
     for round_index in range(args.repeat):
-        for (role, name), sessions in runs.items():
+        for (role, wire, name), sessions in runs.items():
             env = {**os.environ, "PYTHONPATH": sources[name]}
             done = subprocess.run([sys.executable, os.path.join(HERE, "_long_history.py"), role,  # +12: n-12..n+12 at n
-                                   "--turns", str(args.long_turns + 12), "--sessions", str(args.long_sessions)],
+                                   "--turns", str(args.long_turns + 12), "--sessions", str(args.long_sessions),
+                                   "--wire", wire],
                                   capture_output=True, text=True, env=env, timeout=7200)
             if done.returncode != 0:
-                raise SystemExit(f"{role} {name} failed: {done.stderr[-3000:]}")
+                raise SystemExit(f"{role} {wire} {name} failed: {done.stderr[-3000:]}")
             row = json.loads(done.stdout.strip().splitlines()[-1])
             sessions.extend(row.pop("cpu_ms"))
-            print(json.dumps({"round": round_index + 1, "role": role, "source": name, "src": sources[name], **row,
-                              "loadavg_1m": round(os.getloadavg()[0], 2)}), flush=True)
+            print(json.dumps({"round": round_index + 1, "role": role, "wire": wire, "source": name,
+                              "src": sources[name], **row, "loadavg_1m": round(os.getloadavg()[0], 2)}), flush=True)
     print(f"CPU ms per turn, median over {args.repeat * args.long_sessions} sessions x turns n-2..n+2; "
           "serve = the gateway process (HTTP, wire parsing, turn path), path = the turn path alone "
           "(path-fresh: every message translated anew, see bench/_long_history.py):")
@@ -536,10 +547,12 @@ def run_long(args: argparse.Namespace) -> None:
         if half == 12:
             print("the same, median over turns n-12..n+12 (one period of the collector's young generations: "
                   "a collection or a buffer growth that lands in a 5-turn window weighs less):")
-        print("what                | " + " | ".join(f"turn {n:>3}" for n in marks) + f" | turn {marks[-1]}/turn {marks[0]}")
-        for (role, name), sessions in runs.items():
+        print("what                          | " + " | ".join(f"turn {n:>3}" for n in marks)
+              + f" | turn {marks[-1]}/turn {marks[0]}")
+        for (role, wire, name), sessions in runs.items():
             at = [statistics.median(ms for cpu in sessions for ms in cpu[max(1, n - 1 - half):n + half]) for n in marks]
-            print(f"{role + ' ' + name:<19} | " + " | ".join(f"{value:>8.2f}" for value in at)
+            what = f"{role} {wire} {name}" if role == "serve" else f"{role} {name}"
+            print(f"{what:<29} | " + " | ".join(f"{value:>8.2f}" for value in at)
                   + f" | {at[-1] / at[0]:.2f}x", flush=True)
     print(f"load average {os.getloadavg()}")
     if not args.no_linearization:

@@ -23,7 +23,7 @@ without being the bottleneck; with `--procs 4` the 4 processes share it and the 
 through one Ray actor (a local Ray cluster started here, listening on 127.0.0.1 only).
 
 Run:  python bench/scale.py [--levels 250 500 1000 2000] [--procs 4] [--turns 4]
-Prints one JSON line per run, then a markdown table (the README's).
+Prints one JSON line per run, then a markdown table (bench/RESULTS.md's).
 """
 
 from __future__ import annotations

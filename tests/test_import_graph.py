@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway",),
     ("samplers", "runtimes"),
     ("trainers", "tinker_server"),
-    ("reports", "trackers"),
+    ("reports", "trackers", "viewer"),
     ("config",),
     ("run", "runner", "training", "scoring"),
     ("session", "fixtures", "plugin", "pytest_outcomes", "sharding", "_shard_scheduling", "integrations", "sweep",

@@ -1,4 +1,4 @@
-"""The `agentcore-rl` console script: models, gateway, report, rescore, sweep."""
+"""The `agentcore-rl` console script: models, gateway, report, rescore, sweep, view."""
 
 from __future__ import annotations
 
@@ -95,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
         "export", add_help=False,
         help="write a task's rows as verl / slime training data (`agentcore-rl export --help`)",
     )
+    commands.add_parser(  # parsed in viewer/cli.py
+        "view", add_help=False,
+        help="browse run directories in a local web viewer (`agentcore-rl view --help`)",
+    )
     return parser
 
 
@@ -112,6 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .integrations.export import main as export_main
 
         return export_main(argv[1:])
+    if argv[:1] == ["view"]:
+        from .viewer.cli import main as view_main
+
+        return view_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         if args.command == "models":

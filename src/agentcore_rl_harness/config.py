@@ -25,6 +25,7 @@ from .records import HISTORY_MODES, SamplingParams, SessionLimits
 from .runtimes.isolation import ISOLATION_KINDS, START_METHODS, SandboxLimits
 from .runtimes.network import NetworkPolicy
 from .sanity_agents import AGENTS as SANITY_AGENTS
+from .samplers.vllm_engine import VLLMSettings
 
 PACKAGED_CONFIG_MODULE = "agentcore_rl_harness.conf"
 TASK_AGENT = "task"
@@ -43,6 +44,7 @@ class SamplerConfig:
     max_batch_size: int = 16
     batch_wait_s: float = 0.005
     prefix_cache_tokens: int = 32768  # KV prefix cache size in tokens (0 = off); ~45 KiB/token for SmolLM2
+    vllm: VLLMSettings = field(default_factory=VLLMSettings)  # sampler=vllm (samplers/vllm_engine.py)
 
 
 @dataclass(frozen=True)
@@ -420,7 +422,7 @@ def check_warmup(typed: HarnessConfig) -> None:
 
 
 VALID_CHOICES = {
-    "sampler.kind": ("hf",),
+    "sampler.kind": ("hf", "vllm"),
     "runtime.kind": ("local", "agentcore"),
     "gateway.history": HISTORY_MODES,
     "runtime.result_mode": ("inline", "s3", "start_get"),

@@ -1,5 +1,5 @@
 """The code-migration pack: small generated Python projects that use deprecated APIs, one task per
-level (the number of files to migrate). See README, "The migration pack".
+level (the number of files to migrate). See tasks/migration/README.md.
 
 The agent (`agent.py`, Strands Agents) lays the row's project out in its session, migrates it
 with file and shell tools, and the rewards (`migration_rewards.py`) run the project's own tests

@@ -54,7 +54,7 @@ test_office_level1 = office_task(1)
 test_office_level2 = office_task(2)
 test_office_level3 = office_task(3)
 # Level 1m, the RL-lift level: level 1's mail forwarding with only its three tools offered
-# (`tasks/office/configs/lift.yaml`; README: "An RL lift on a multi-step task").
+# (`tasks/office/configs/lift.yaml`; tasks/office/README.md: "An RL lift on a multi-step task").
 # Its reward is success alone: with partial credit, GRPO climbed the easy half (the right
-# recipient, 0.5) while success fell (README: run G).
+# recipient, 0.5) while success fell (tasks/office/README.md: run G).
 test_office_level1m = office_task("1m", success_only=True)

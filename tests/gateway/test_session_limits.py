@@ -11,7 +11,7 @@ import pytest
 
 from agentcore_rl_harness.errors import ConfigError
 from agentcore_rl_harness.gateway import GatewayConfig, SessionStore
-from agentcore_rl_harness.gateway.sessions import SessionExpiredError, SessionLimits
+from agentcore_rl_harness.gateway.sessions import SessionExpiredError, SessionLimits, TurnStart
 from agentcore_rl_harness.records import SamplingParams
 
 HI = [{"role": "user", "content": "hi"}]
@@ -131,7 +131,7 @@ def test_a_turn_being_sampled_is_recorded_before_its_expired_session_is_reaped(r
     store = SessionStore(renderer=renderer, limits=SessionLimits(idle_ttl_s=10, max_lifetime_s=20), clock=clock)
     session_id = store.open()
     session = store.get(session_id)
-    session.begin_turn()
+    session.start_turn(TurnStart())
     clock.now += 15  # sampling for 15 s: not idle
     assert store.reap_expired() == [] and store.get(session_id) is session
     clock.now += 10  # past the lifetime: new requests are refused, the running turn is not
@@ -173,3 +173,38 @@ def test_turn_cap_and_context_budget_are_recorded_in_the_traces(gateway_factory,
 def test_non_positive_limits_are_config_errors(renderer, limits):
     with pytest.raises(ConfigError, match="must be > 0, or null for no limit"):
         SessionStore(renderer=renderer, limits=limits)
+
+
+def test_a_turn_start_reaches_its_session_in_one_locked_call(renderer):
+    """`prepare_turn` tells the session of a turn twice (its plan, then one `TurnStart`), however
+    much the turn has to report: here an ignored override, a clamped and an exhausted budget;
+    what it reports is all counted."""
+    from agentcore_rl_harness.gateway.turn import RequestedSampling, prepare_turn
+
+    class CountingLock:
+        def __init__(self, lock):
+            self.lock, self.taken = lock, 0
+
+        def __enter__(self):
+            self.taken += 1
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc):
+            return self.lock.__exit__(*exc)
+
+    prompt = len(renderer.render_ids(HI))
+    store = SessionStore(renderer=renderer, limits=SessionLimits(context_budget_tokens=prompt + 3))
+    session = store.get(store.open(sampling=SamplingParams(max_tokens=16)))
+    session._lock = lock = CountingLock(session._lock)
+    for budget_left in (3, 0):
+        session.limits = SessionLimits(context_budget_tokens=prompt + budget_left)
+        taken = lock.taken
+        prepared = prepare_turn(session=session, renderer=renderer, messages=HI, tools=None,
+                                requested=RequestedSampling(temperature=0.123))
+        assert lock.taken - taken == 2
+        assert prepared.params.max_tokens == (3 if budget_left else 16) and prepared.exhausted == (not budget_left)
+        session.end_turn()
+    finished = session.close()
+    assert finished.metadata["sampling_overrides"] == {"temperature": 2}
+    assert finished.metadata["limits_hit"] == ["context_budget_tokens"]
+    assert finished.metadata["context_budget_exhausted"] == 1

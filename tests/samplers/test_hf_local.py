@@ -582,7 +582,7 @@ def test_score_reuses_the_cached_conversation_and_matches_a_plain_forward_pass(m
 
 
 def test_a_bfloat16_model_is_served_with_fp32_attention_over_an_fp32_cache(tiny_model_dir):
-    """CPU flash attention in bfloat16 is several times slower than in fp32 (README: "Where a decode
+    """CPU flash attention in bfloat16 is several times slower than in fp32 (bench/RESULTS.md: "Where a decode
     step goes"): the sampler keeps the cache in fp32 and runs attention in fp32, matmuls in bf16."""
     from agentcore_rl_harness.samplers import _fp32_attention, _kv
 

@@ -127,7 +127,7 @@ def test_the_lift_config_composes_to_the_measured_recipe():
     assert typed.sampling.max_tokens >= 55  # the longest right turn
     loop = typed.trainer.loop
     assert loop.steps * loop.batch_rows <= 60, "RL draws each train row at most once"
-    # run X's recipe (README): greedy evaluations, an 8-step warm-up on 24 demonstrations, then 9
+    # run X's recipe (tasks/office/README.md): greedy evaluations, an 8-step warm-up on 24 demonstrations, then 9
     # GRPO steps on rollouts at T = 1.0, each step's running during the previous update, with the
     # sampler decoding a bf16 merged copy
     assert typed.eval_sampling().temperature == 0 and typed.sampling.temperature == 1.0

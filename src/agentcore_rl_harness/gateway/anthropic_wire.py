@@ -19,9 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from .known_history import text_leaves_only
 from .messages import Message, WireError, assistant, function_tool, text_of, tool_call
+from .replies import reply_tool_calls
 from .schemas import ANTHROPIC_SHAPE, check_shape
-from .openai_wire import reply_tool_calls
 from .streaming import Delta
 from .turn import TurnResult
 
@@ -97,46 +98,72 @@ def _blocks(content: Any, where: str) -> list[Mapping[str, Any]]:
 
 def to_internal(system: Any, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
     """Anthropic system + messages -> internal messages (see `messages.py`)."""
-    internal: list[Message] = []
+    return [*system_to_internal(system), *messages_to_internal(messages)[0]]
+
+
+def system_to_internal(system: Any) -> list[Message]:
+    """The request's `system` -> a leading system message (none when it has no text)."""
     system_text = text_of(system, where="system")
-    if system_text:
-        internal.append({"role": "system", "content": system_text})
-    for index, message in enumerate(messages):
-        where = f"messages[{index}]"
-        role = message.get("role") if isinstance(message, Mapping) else None
-        if role not in ("user", "assistant"):
-            raise WireError(f"{where}: role must be 'user' or 'assistant', got {role!r}")
-        blocks = _blocks(message.get("content"), where)
-        if role == "assistant":
-            reasoning, texts, calls = [], [], []
-            for block in blocks:
-                kind = block.get("type")
-                if kind == "thinking":
-                    reasoning.append(str(block.get("thinking", "")))
-                elif kind == "text":
-                    texts.append(str(block.get("text", "")))
-                elif kind == "tool_use":
-                    calls.append(tool_call(str(block.get("id", "")), str(block.get("name", "")),
-                                           block.get("input") or {}))
-                elif kind != "redacted_thinking":
-                    raise WireError(f"{where}: assistant content block {kind!r} is not supported")
-            internal.append(assistant("".join(texts), reasoning="".join(reasoning) or None, tool_calls=calls))
-            continue
-        texts, has_text = [], False
+    return [{"role": "system", "content": system_text}] if system_text else []
+
+
+def messages_to_internal(messages: Sequence[Mapping[str, Any]], start: int = 0) -> tuple[list[Message], list[int]]:
+    """Anthropic messages -> internal messages, and after each message how many there are (each
+    message translates on its own); `start`: the index of the first in the request (errors
+    name it)."""
+    internal: list[Message] = []
+    ends: list[int] = []
+    for index, message in enumerate(messages, start):
+        _message_to_internal(message, f"messages[{index}]", internal)
+        ends.append(len(internal))
+    return internal, ends
+
+
+def plain_message(message: Any) -> bool:
+    """A message whose equality (==) as parsed JSON decides its translation: text leaves only,
+    and tool_use inputs whose objects have one key at most (their key order is the arguments')."""
+    if not text_leaves_only(message) or not isinstance(message, Mapping):
+        return False
+    content = message.get("content")
+    return not isinstance(content, list) or all(
+        text_leaves_only(block.get("input"), keys=1) for block in content
+        if isinstance(block, Mapping) and block.get("type") == "tool_use")
+
+
+def _message_to_internal(message: Any, where: str, internal: list[Message]) -> None:
+    role = message.get("role") if isinstance(message, Mapping) else None
+    if role not in ("user", "assistant"):
+        raise WireError(f"{where}: role must be 'user' or 'assistant', got {role!r}")
+    blocks = _blocks(message.get("content"), where)
+    if role == "assistant":
+        reasoning, texts, calls = [], [], []
         for block in blocks:
             kind = block.get("type")
-            if kind == "tool_result":
-                internal.append({"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")),
-                                 "content": text_of(block.get("content"), where=f"{where} tool_result")})
+            if kind == "thinking":
+                reasoning.append(str(block.get("thinking", "")))
             elif kind == "text":
                 texts.append(str(block.get("text", "")))
-                has_text = True
-            else:
-                raise WireError(f"{where}: user content block {kind!r} is not supported (text and "
-                                "tool_result only)")
-        if has_text or not blocks:
-            internal.append({"role": "user", "content": "".join(texts)})
-    return internal
+            elif kind == "tool_use":
+                calls.append(tool_call(str(block.get("id", "")), str(block.get("name", "")),
+                                       block.get("input") or {}))
+            elif kind != "redacted_thinking":
+                raise WireError(f"{where}: assistant content block {kind!r} is not supported")
+        internal.append(assistant("".join(texts), reasoning="".join(reasoning) or None, tool_calls=calls))
+        return
+    texts, has_text = [], False
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "tool_result":
+            internal.append({"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")),
+                             "content": text_of(block.get("content"), where=f"{where} tool_result")})
+        elif kind == "text":
+            texts.append(str(block.get("text", "")))
+            has_text = True
+        else:
+            raise WireError(f"{where}: user content block {kind!r} is not supported (text and "
+                            "tool_result only)")
+    if has_text or not blocks:
+        internal.append({"role": "user", "content": "".join(texts)})
 
 
 def from_internal(messages: Sequence[Message]) -> tuple[str | None, list[dict[str, Any]]]:

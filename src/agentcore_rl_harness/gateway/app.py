@@ -1,7 +1,8 @@
 """The gateway's ASGI app (Starlette): the wires, the model list, health, and the admin API.
 
-Wires: OpenAI chat completions and responses (`openai_routes.py`), Anthropic messages
-(`anthropic_routes.py`); each answers errors in its own shape. The session key is the agent's API
+Wires: OpenAI chat completions (`openai_routes.py`) and responses (`responses_routes.py`),
+Anthropic messages (`anthropic_routes.py`), siblings over `turn_routes.py`; each answers errors in
+its own shape. The session key is the agent's API
 key (`Authorization: Bearer <key>` or `X-Api-Key`). Admin routes need the `X-Admin-Token` header
 and answer errors OpenAI-shaped: `{"error": {message, type, code}}`.
 """
@@ -21,8 +22,10 @@ from starlette.routing import Route
 from ..records import SamplingParams
 from . import openai_wire
 from .anthropic_routes import anthropic_routes
-from .openai_routes import chat_routes, openai_error
+from .error_shapes import openai_error
+from .openai_routes import chat_routes
 from .rendering import Renderer
+from .responses_routes import responses_routes
 from .guard import FailedKeyLimiter
 from .routing import ApiError, GatewayContext, check_peer, errors_as, failed_key, read_json, validated
 from .sampling import SamplingBackend
@@ -123,7 +126,7 @@ def create_app(
             raise ApiError(404, str(exc), code="session_not_found") from exc
         return Response(status_code=204)
 
-    wires = {**chat_routes(context), **anthropic_routes(context)}
+    wires = {**chat_routes(context), **responses_routes(context), **anthropic_routes(context)}
     admin = [
         Route("/admin/sessions", open_session, methods=["POST"]),
         Route("/admin/sessions/{session_id}/finish", finish_session, methods=["POST"]),

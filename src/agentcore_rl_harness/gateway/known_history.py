@@ -1,5 +1,6 @@
 """`KnownHistory`: the messages a session's wire already checked and translated, so that a turn
-checks and translates only what is new.
+checks and translates only what is new, on every wire (chat `messages`, Anthropic `messages`,
+Responses `input` items; `turn_routes.read_turn_request` drives it).
 
 An agent re-sends its whole history every turn: 200 turns in, a request holds 199 turns of
 messages the gateway already shape-checked, history-checked and translated. A session keeps its
@@ -8,6 +9,14 @@ messages). A new request whose messages start with one of those (one C-level com
 parsed JSON) has only its tail checked and translated; the known part's internal messages are
 handed on as the same objects as before, so the turn tree matches them by identity, and the
 session holds one copy of the history, not one per request.
+
+Wires whose translation is not one message to one (`bounds`). An Anthropic user message with
+tool results becomes several internal messages, consecutive Responses items fold into one
+assistant message, and both wires put a head (Anthropic `system`, Responses `instructions`) first.
+A request is kept with its head as it arrived and, per count of leading raw messages, how many
+internal messages they made (None where a known part may not end: a Responses item the next one
+may still fold into). A known part matches only under an equal head, and ends at a count whose
+bound is set.
 
 What "known" guarantees: each known message is equal (==) to a message that passed every
 per-message check in an earlier request of this session, and the request's history check is re-run
@@ -42,7 +51,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["NOTHING_KNOWN", "Known", "KnownHistory", "plain_chat_message"]
+__all__ = ["NOTHING_KNOWN", "Known", "KnownHistory", "plain_chat_message", "text_leaves_only"]
 
 # Requests remembered per session and wire: the latest few cover retries, forks and a sub-agent;
 # the newest KEPT_BYTES of them keep their bytes too (about one body each).
@@ -67,6 +76,8 @@ class Known:
     internal: tuple[Any, ...] = ()
     plain: int = 0
     layout: tuple[int, int, int] | None = None
+    head: Any = None  # the head the internal messages start with (e.g. Anthropic `system`)
+    bounds: tuple[int | None, ...] | None = None  # per count 0..count; None: one to one
 
 
 NOTHING_KNOWN = Known(0)
@@ -79,6 +90,14 @@ class _Entry:
     plain: int  # leading messages whose equality as parsed JSON may be trusted
     prefix: bytes | None = None  # the body up to the end of its last message (no space after)
     opened: int = -1  # where its messages array opens ('[')
+    head: Any = None
+    bounds: tuple[int | None, ...] | None = None
+
+    def known(self, count: int, layout: tuple[int, int, int] | None = None) -> Known:
+        if self.bounds is None:
+            return Known(count, self.raw[:count], self.internal[:count], min(count, self.plain), layout)
+        return Known(count, self.raw[:count], self.internal[:self.bounds[count]], min(count, self.plain), layout,
+                     self.head, self.bounds[:count + 1])
 
 
 def plain_chat_message(message: Any) -> bool:
@@ -89,6 +108,20 @@ def plain_chat_message(message: Any) -> bool:
         return True
     return all(isinstance(call, Mapping) and isinstance(call.get("function"), Mapping)
                and isinstance(call["function"].get("arguments", ""), str) for call in calls)
+
+
+def text_leaves_only(value: Any, *, keys: int = 1 << 30) -> bool:
+    """Every leaf of `value` (parsed JSON) is a string or null, and no object in it has more
+    than `keys` keys: then an equal (==) value is the same JSON, key order included where it
+    has one key at most (numbers and booleans compare equal across types, objects regardless of
+    their keys' order)."""
+    if isinstance(value, str) or value is None:
+        return True
+    if isinstance(value, list):
+        return all(text_leaves_only(item, keys=keys) for item in value)
+    if isinstance(value, dict):
+        return len(value) <= keys and all(text_leaves_only(item, keys=keys) for item in value.values())
+    return False
 
 
 class KnownHistory:
@@ -104,23 +137,30 @@ class KnownHistory:
         with self._lock:
             return tuple(reversed(self._entries.get(wire, ())))
 
-    def match(self, wire: str, raw: Sequence[Any]) -> Known:
-        """The longest start of `raw` this session's `wire` already translated, found in its
-        latest requests (newest first); always leaves at least the last message unknown."""
+    def match(self, wire: str, raw: Sequence[Any], head: Any = None) -> Known:
+        """The longest start of `raw` this session's `wire` already translated under an equal
+        `head`, found in its latest requests (newest first); always leaves at least the last
+        message unknown."""
         best = NOTHING_KNOWN
         for entry in self._latest(wire):
             count = min(entry.plain, len(raw) - 1)
-            if count > best.count and tuple(raw[:count]) == entry.raw[:count]:
-                best = Known(count, entry.raw[:count], entry.internal[:count], count)
+            if entry.bounds is not None:
+                while count > 0 and entry.bounds[count] is None:
+                    count -= 1
+            if count > best.count and entry.head == head and tuple(raw[:count]) == entry.raw[:count]:
+                best = entry.known(count)
         return best
 
-    def split(self, wire: str, body: bytes) -> tuple[Known, dict[str, Any]] | None:
-        """When `body` starts with a kept request's bytes and goes on with more messages: what
-        is known, and the body parsed without the known messages; else None (parse it all)."""
+    def split(self, wire: str, body: bytes, key: str = "messages") -> tuple[Known, dict[str, Any]] | None:
+        """When `body` starts with a kept request's bytes and goes on with more messages (in its
+        top-level array `key`): what is known, and the body parsed without the known messages;
+        else None (parse it all). The caller compares the head (it is in the parsed body)."""
         for entry in self._latest(wire):
             prefix = entry.prefix
             if prefix is None or len(body) <= len(prefix) or not body.startswith(prefix):
                 continue
+            if entry.bounds is not None and entry.bounds[-1] is None:
+                continue  # its last item may fold into the next one: not a place to cut
             comma = _SPACE.match(body, len(prefix)).end()
             if body[comma:comma + 1] != b",":
                 continue  # the same messages again (a retry): nothing new to split off
@@ -129,35 +169,42 @@ class KnownHistory:
             except orjson.JSONDecodeError:
                 return None  # the whole body's parse words the error
             count = len(entry.raw)
-            layout = _layout(body, comma, entry.opened, count)  # one `messages`, no escaped keys
-            if layout is None or not isinstance(rest, dict) or not isinstance(rest.get("messages"), list) \
-                    or layout[2] != count + len(rest["messages"]):
+            needle = b'"' + key.encode() + b'"'
+            layout = _layout(body, comma, entry.opened, count, needle)  # one `key`, no escaped keys
+            if layout is None or not isinstance(rest, dict) or not isinstance(rest.get(key), list) \
+                    or layout[2] != count + len(rest[key]):
                 return None
             with self._lock:
                 self._unused_scans[wire] = 0
-            return Known(count, entry.raw, entry.internal, entry.plain, layout), rest
+            return entry.known(count, layout), rest
         return None
 
     def remember(self, wire: str, known: Known, raw: Sequence[Any], internal: Sequence[Any],
-                 plain: Callable[[Any], bool], body: bytes | None = None) -> None:
+                 plain: Callable[[Any], bool], body: bytes | None = None, *, key: str = "messages",
+                 head: Any = None, bounds: Sequence[int | None] | None = None) -> None:
         """Keep a request whose every message passed the checks: `known` as found, `raw` its
         messages as they arrived (`raw[known.count:]` at least) and `internal` their translation,
-        one internal message per raw one; `body`, when given, the request's bytes. The known part
-        is kept as the objects already held; `plain` says up to where equality may be trusted."""
-        if len(raw) != len(internal):
+        one internal message per raw one, or with `bounds` (one per count 0..len(raw), see the
+        module docstring) after `head` as translated; `body`, when given, the request's bytes
+        (its messages in the top-level array `key`). The known part is kept as the objects
+        already held; `plain` says up to where equality may be trusted."""
+        if bounds is None and len(raw) != len(internal):
             raise ValueError(f"{len(raw)} messages translated to {len(internal)}: not one to one")
+        if bounds is not None and (len(bounds) != len(raw) + 1 or bounds[-1] not in (None, len(internal))):
+            raise ValueError(f"{len(raw)} messages with {len(bounds)} bounds ending at {bounds[-1]} for "
+                             f"{len(internal)} internal messages: give one bound per count 0..{len(raw)}")
         if not raw:
             return
         if known.plain < known.count:
             trusted = known.plain
         else:
             trusted = next((i for i in range(known.count, len(raw)) if not plain(raw[i])), len(raw))
-        entry = _Entry(known.raw + tuple(raw[known.count:]), known.internal + tuple(internal[known.count:]),
-                       trusted)
+        entry = _Entry(known.raw + tuple(raw[known.count:]), known.internal + tuple(internal[len(known.internal):]),
+                       trusted, head=head, bounds=None if bounds is None else tuple(bounds))
         layout = known.layout
         if layout is None and body is not None and len(body) <= SCAN_MAX_BYTES \
                 and self._unused_scans.get(wire, 0) < WASTED_SCANS:
-            layout = _layout(body)
+            layout = _layout(body, -1, -1, 0, b'"' + key.encode() + b'"')
             with self._lock:
                 self._unused_scans[wire] = self._unused_scans.get(wire, 0) + 1
         if layout is not None and layout[2] == len(raw):
@@ -221,15 +268,16 @@ class _Tokens:
                 raise _Unknown
             token = self.next()
 
-    def members(self, token: bytes, found: tuple[int, int, int] | None = None) -> tuple[int, int, int]:
+    def members(self, token: bytes, found: tuple[int, int, int] | None = None,
+                needle: bytes = b'"messages"') -> tuple[int, int, int]:
         """An object's members from `token` (a key, or `}`) on, one of them (or `found`, met
-        before) `messages` holding an array: (where it opens, where it closes, its elements);
-        nothing may follow the object."""
+        before) `needle` (a quoted key) holding an array: (where it opens, where it closes, its
+        elements); nothing may follow the object."""
         while token != b"}":
             if not token.startswith(b'"') or b"\\" in token or self.next() != b":":
                 raise _Unknown
             value = self.next()
-            if token == b'"messages"':
+            if token == needle:
                 if found is not None or value != b"[":
                     raise _Unknown
                 opened = self.start
@@ -248,17 +296,18 @@ class _Tokens:
         return found
 
 
-def _layout(body: bytes, comma: int = -1, opened: int = -1, count: int = 0) -> tuple[int, int, int] | None:
-    """(where `messages` opens, where its last message ends, how many messages) in `body`, a JSON
-    object, or None for a layout this module does not take apart; from
-    `comma` on when everything before it (the head and `count` messages in an array opened at
-    `opened`) was scanned before."""
+def _layout(body: bytes, comma: int = -1, opened: int = -1, count: int = 0,
+            needle: bytes = b'"messages"') -> tuple[int, int, int] | None:
+    """(where the array of key `needle` (quoted, e.g. `"messages"`) opens, where its last message
+    ends, how many messages) in `body`, a JSON object, or None for a layout this module does not
+    take apart; from `comma` on when everything before it (the head and `count` messages in an
+    array opened at `opened`) was scanned before."""
     try:
         if comma < 0:
             tokens = _Tokens(body, 0)
             if tokens.next() != b"{":
                 return None
-            return tokens.members(tokens.next())
+            return tokens.members(tokens.next(), needle=needle)
         tokens = _Tokens(body, comma + 1)
         count, end = tokens.elements(tokens.next(), count)
         token = tokens.next()
@@ -266,6 +315,6 @@ def _layout(body: bytes, comma: int = -1, opened: int = -1, count: int = 0) -> t
             token = tokens.next()
         elif token != b"}":
             return None
-        return tokens.members(token, (opened, end, count))
+        return tokens.members(token, (opened, end, count), needle)
     except _Unknown:
         return None

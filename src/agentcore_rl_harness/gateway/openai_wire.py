@@ -15,10 +15,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from ..records import Usage
-from .messages import Message, WireError, assistant, canonical_arguments, new_id, text_of, tool_call
+from .error_shapes import error_json
+from .messages import Message, WireError, assistant, canonical_arguments, text_of, tool_call
 from .schemas import CHAT_SHAPE, check_shape
 from .rendering import ParsedReply
-from .streaming import Delta
+from .replies import reply_message, reply_tool_calls
+from .streaming import Delta, sse
 from .turn import TurnResult
 
 DONE = "data: [DONE]\n\n"
@@ -101,16 +103,6 @@ def finish_reason(reply: ParsedReply, sampled_finish: str) -> str:
     return "tool_calls" if reply.tool_calls else "stop"
 
 
-def reply_tool_calls(reply: ParsedReply, prefix: str = "call_") -> list[dict[str, Any]]:
-    """The reply's tool calls in the internal form, with fresh ids."""
-    return [tool_call(new_id(prefix), call.name, call.arguments) for call in reply.tool_calls]
-
-
-def reply_message(reply: ParsedReply, calls: list[dict[str, Any]]) -> Message:
-    """The internal assistant message a reply is returned as (on every wire)."""
-    return assistant(reply.content, reasoning=reply.reasoning, tool_calls=calls)
-
-
 def usage_json(usage: Usage) -> dict[str, int]:
     return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
             "total_tokens": usage.prompt_tokens + usage.completion_tokens}
@@ -125,10 +117,6 @@ def completion_json(*, completion_id: str, created: int, model: str, result: Tur
                      "finish_reason": finish_reason(result.reply, result.sampled_finish)}],
         "usage": usage_json(result.usage),
     }
-
-
-def sse(data: dict[str, Any]) -> str:
-    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 class ChatStream:
@@ -165,10 +153,6 @@ class ChatStream:
 
     def error(self, status: int, message: str) -> list[str]:
         return [sse(error_json(message, type="server_error" if status >= 500 else "invalid_request_error"))]
-
-
-def error_json(message: str, *, type: str, code: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type, "code": code, "param": None}}
 
 
 def models_json(model_id: str, created: int) -> dict[str, Any]:

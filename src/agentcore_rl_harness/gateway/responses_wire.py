@@ -18,10 +18,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from .known_history import text_leaves_only
 from .messages import Message, WireError, assistant, function_tool, new_id, text_of, tool_call
+from .replies import reply_tool_calls
 from .schemas import RESPONSES_SHAPE, check_shape
-from .openai_wire import reply_tool_calls, sse
-from .streaming import Delta
+from .streaming import Delta, sse
 from .turn import TurnResult
 
 
@@ -68,11 +69,31 @@ def _reasoning_text(item: Mapping[str, Any]) -> str:
 
 def to_internal(input: str | Sequence[Mapping[str, Any]], instructions: str | None = None) -> list[Message]:
     """Responses input -> internal messages (see `messages.py`)."""
-    internal: list[Message] = [{"role": "system", "content": instructions}] if instructions else []
+    return [*instructions_to_internal(instructions), *items_to_internal(input)[0]]
+
+
+def instructions_to_internal(instructions: str | None) -> list[Message]:
+    return [{"role": "system", "content": instructions}] if instructions else []
+
+
+def plain_item(item: Any) -> bool:
+    """An input item whose equality (==) as parsed JSON decides its translation: text leaves
+    only, and a function call's arguments as a string (the standard; an object's key order
+    would be the arguments' text)."""
+    return text_leaves_only(item) and not (isinstance(item, Mapping) and isinstance(item.get("arguments"), dict))
+
+
+def items_to_internal(input: str | Sequence[Mapping[str, Any]],
+                      start: int = 0) -> tuple[list[Message], list[int | None]]:
+    """Responses input items -> internal messages, and after each item how many there are, or
+    None after an item the next one may still fold into (a known history may not end there);
+    `start`: the index of the first in the request (errors name it)."""
     if isinstance(input, str):
-        return [*internal, {"role": "user", "content": input}]
+        return [{"role": "user", "content": input}], []
+    internal: list[Message] = []
+    ends: list[int | None] = []
     open_reply: Message | None = None
-    for index, item in enumerate(input):
+    for index, item in enumerate(input, start):
         where = f"input[{index}]"
         kind = item.get("type", "message") if isinstance(item, Mapping) else None
         if kind == "reasoning":
@@ -101,7 +122,8 @@ def to_internal(input: str | Sequence[Mapping[str, Any]], instructions: str | No
         else:
             raise WireError(f"{where}: unsupported input item {kind!r} (role {item.get('role')!r})"
                             if isinstance(item, Mapping) else f"{where}: an input item must be an object")
-    return internal
+        ends.append(None if open_reply is not None else len(internal))
+    return internal, ends
 
 
 def from_internal(messages: Sequence[Message]) -> tuple[str | None, list[dict[str, Any]]]:

@@ -29,49 +29,38 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError, HarnessError
+from ..errors import ConfigError
 from ..records import HistoryMode, SampleResult, SamplingParams, SessionLimits, Trace, Usage
 from .forcing import ScriptError, normalize_script
 from .known_history import KnownHistory
 from .recent_keys import RecentKeys
+from .session_errors import (
+    SessionClosedError, SessionError, SessionExistsError, SessionExpiredError, TurnLimitError, UnknownSessionError,
+)
 from .rendering import Message, ParsedReply, Renderer
 from .trajectory import PromptPlan, Turn, TurnTree, chain_metadata
 
 __all__ = [
     "LIMIT_NAMES", "FinishedSession", "Session", "SessionClosedError", "SessionError",
     "SessionExistsError", "SessionExpiredError", "SessionLimits", "SessionStore", "TurnLimitError",
-    "UnknownSessionError",
+    "TurnStart", "UnknownSessionError",
 ]
 
 MAX_SESSION_ID_LENGTH = 256
 
 
-class SessionError(HarnessError):
-    """A session key is unknown, finished, or already taken."""
-
-
-class UnknownSessionError(SessionError):
-    pass
-
-
-class SessionClosedError(SessionError):
-    pass
-
-
-class SessionExistsError(SessionError):
-    pass
-
-
-class TurnLimitError(SessionError):
-    """The session used all the turns its limits allow."""
-
-
-class SessionExpiredError(SessionClosedError):
-    """The session was idle longer than its idle TTL, or outlived its lifetime."""
-
-
 # The limit names recorded in `limits_hit`: the `gateway.*` config keys.
 LIMIT_NAMES = ("max_turns", "context_budget_tokens", "idle_ttl_s", "max_lifetime_s")
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """What a turn's start tells its session, in one locked call (`Session.start_turn`): the
+    agent's ignored sampling overrides, the limits the turn ran into, and lifecycle events."""
+
+    overrides: tuple[str, ...] = ()
+    limits_hit: tuple[str, ...] = ()
+    events: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,8 +149,9 @@ class Session:
         with self._lock:
             self._limits_hit.add(name)
 
-    def begin_turn(self) -> None:
-        """Take a turn slot, or raise `TurnLimitError` when the session has used them all."""
+    def start_turn(self, start: TurnStart) -> None:
+        """Take a turn slot and note what the turn's start tells (`start`), under one lock; or
+        raise `TurnLimitError` (noting nothing else) when the session has used all its turns."""
         with self._lock:
             self._check_open()
             cap = self.limits.max_turns
@@ -174,6 +164,11 @@ class Session:
             self._turns_started += 1
             self._in_flight += 1
             self.last_active = self._clock()
+            for name in start.overrides:
+                self._overrides[name] = self._overrides.get(name, 0) + 1
+            self._limits_hit.update(start.limits_hit)
+            for name in start.events:
+                self._events[name] = self._events.get(name, 0) + 1
 
     def next_scripted(self) -> tuple[int, Message]:
         """The next turn of a scripted session (`forcing.py`), and its index; a `ScriptError`

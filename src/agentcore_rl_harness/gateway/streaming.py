@@ -25,10 +25,11 @@ never dropped) and the session counts `client_disconnects`.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..errors import HarnessError, RenderError, SamplingError
 from .rendering import ParsedReply, Renderer
@@ -39,6 +40,11 @@ logger = logging.getLogger(__name__)
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 TOOL_MARKERS = ("<tool_call>", "<function=", "<|python_tag|>")
+
+
+def sse(data: dict[str, Any]) -> str:
+    """One server-sent event's `data:` line (and the blank line ending it)."""
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 @dataclass(frozen=True)

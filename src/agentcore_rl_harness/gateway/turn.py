@@ -36,7 +36,7 @@ from ..records import SampleResult, SamplingParams, Usage
 from .forcing import forced_sample
 from .rendering import ParsedReply, Renderer
 from .sampling import SamplingBackend, TokenCallback, routing_key
-from .sessions import Session
+from .sessions import Session, TurnStart
 from .trajectory import PromptPlan, Turn
 
 
@@ -114,7 +114,8 @@ def prepare_turn(
     context_window: int | None = None,
 ) -> PreparedTurn:
     """Plan the prompt and the params; raises before anything is sampled (turn cap, render,
-    context window)."""
+    context window). The session hears of the turn twice: the plan, then one `TurnStart` (the
+    slot taken, overrides, limits and events counted under one lock)."""
     plan = session.plan(messages, tools)
     params, overrides = effective_sampling(session.sampling, requested, renderer.stop_token_ids)
     if context_window is not None:
@@ -125,20 +126,16 @@ def prepare_turn(
         if room < params.max_tokens:
             params = dataclasses.replace(params, max_tokens=room)
     budget = session.limits.context_budget_tokens
-    exhausted = False
+    exhausted = clamped = False
     if budget is not None:
         remaining = budget - len(plan.prompt_token_ids)
         exhausted = remaining <= 0
         clamped = not exhausted and remaining < params.max_tokens
         if clamped:
             params = dataclasses.replace(params, max_tokens=remaining)
-    session.begin_turn()
-    for name in overrides:
-        session.count_override(name)
-    if budget is not None and (exhausted or clamped):
-        session.hit_limit("context_budget_tokens")
-    if exhausted:
-        session.count_event("context_budget_exhausted")
+    session.start_turn(TurnStart(overrides=tuple(overrides),
+                                 limits_hit=("context_budget_tokens",) if exhausted or clamped else (),
+                                 events=("context_budget_exhausted",) if exhausted else ()))
     return PreparedTurn(session=session, plan=plan, params=params,
                         tools=tuple(tools) if tools else None, exhausted=exhausted)
 

@@ -57,7 +57,7 @@ calls the harness once per sample, so `--agentcore-rl train` / `run` cannot driv
     --rollout-function-path agentcore_rl_harness.integrations.slime.generate_rollout \\
     --custom-reward-post-process-path agentcore_rl_harness.integrations.slime.post_process_rewards \\
     --advantage-estimator grpo
-(README: Training with slime). `pytest --agentcore-rl eval` works with any trainer for pre/post
+(docs/trainers.md: trainer=slime). `pytest --agentcore-rl eval` works with any trainer for pre/post
 evaluation."""
 
 

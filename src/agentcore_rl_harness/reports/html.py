@@ -20,6 +20,7 @@ from pathlib import Path
 import jinja2
 
 from ..records import Rollout, Trace
+from ..viewer.links import rollout_link
 from .model import Report, Summary
 from .plots import histogram, success_plot, train_plot
 from .text import interrupted_banner, num as _num, pct as _pct, training_banner, verdict_line
@@ -111,6 +112,7 @@ def render_html(
         rollouts=ordered,
         details=[_detail(rollout, decode) for rollout in ordered],
         denominator=report.overall.denominator,
+        viewer_links=[rollout_link(report.run.id, rollout.session_id) for rollout in ordered],
         script=script,
         script_hash=base64.b64encode(hashlib.sha256(script.encode()).digest()).decode(),
     )

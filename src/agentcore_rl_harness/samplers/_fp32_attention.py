@@ -4,7 +4,7 @@ serves it.
 On a CPU without native bfloat16 (AVX2), a bfloat16 SmolLM2-135M decode step's matmuls take half
 the fp32 time (they read half the bytes), but torch's CPU flash attention in bfloat16 is ~4x
 slower than in fp32: a 16-row step over 800 tokens took 338 ms against 176 ms in fp32
-(README: "Where a decode step goes"). So the sampler keeps the KV cache in fp32 (`_kv.Float32Layer`)
+(bench/RESULTS.md: "Where a decode step goes"). So the sampler keeps the KV cache in fp32 (`_kv.Float32Layer`)
 and runs attention in fp32: the query is cast up, transformers' own SDPA attention runs, and its
 output is cast back to the model's dtype for `o_proj`. Without a cache (a training forward, where
 keys are the model's own dtype) nothing is cast and this is plain SDPA.

@@ -104,7 +104,7 @@ class SageMakerTrainerConfig:
             keys = ", ".join(f"trainer.{key}" for key in missing)
             raise ConfigError(
                 f"trainer=sagemaker needs {keys}; set them in your config or with --agentcore-rl-set "
-                "trainer.<key>=<value> (see the README section 'trainer=sagemaker')"
+                "trainer.<key>=<value> (see docs/trainers.md, 'trainer=sagemaker')"
             )
         if self.loss_fn not in LOSS_FUNCTIONS:
             raise ConfigError(f"trainer.loss_fn={self.loss_fn!r} is not supported; valid choices: "

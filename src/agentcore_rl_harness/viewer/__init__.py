@@ -1,0 +1,1 @@
+"""`agentcore-rl view`: a web viewer over run directories (live, paged, and as a static bundle)."""
