@@ -20,7 +20,7 @@ from .fixtures import (  # noqa: F401
     _arl_case, agentcore_rl_config, agentcore_session, backend, gateway, rollout, row, sandbox,
 )
 from .progress import PytestTerminal
-from .pytest_outcomes import RUN_KEY, call_task, finish_session, record_report, rollout_properties  # noqa: F401
+from .pytest_outcomes import RUN_KEY, call_task, failure_line, finish_session, record_report, rollout_properties  # noqa: F401
 from .pytest_outcomes import run_of as _run
 from .run.core import Run
 from .run.finish import resolve_baseline
@@ -92,6 +92,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="keep this run's report as the named baseline (.agentcore-rl/baselines/NAME.json)",
     )
     parser.addini("agentcore_rl_set", "Hydra overrides applied before --agentcore-rl-set", "linelist")
+
+
+ASYNCIO_LOOP_SCOPE_INI = "asyncio_default_fixture_loop_scope"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Task bodies run on the harness's own loop, so pytest-asyncio's fixture loop scope is
+    pytest-asyncio's future default (`function`) unless the project set one: a user's project
+    then starts without pytest-asyncio's "is unset" PytestDeprecationWarning on every run."""
+    if config.pluginmanager.has_plugin("asyncio") and config.getini(ASYNCIO_LOOP_SCOPE_INI) is None:
+        config._inicache[ASYNCIO_LOOP_SCOPE_INI] = "function"  # no public setter for a string ini
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter exists: progress draws on it
@@ -182,6 +194,8 @@ def pytest_configure(config: pytest.Config) -> None:
     run.resume_command = resume_command(config.invocation_params.args, run.run_dir)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(ProgressHooks(run), "agentcore-rl-progress")
+    if config.option.verbose < 1:  # pytest -v keeps pytest's full block per failed rollout
+        config.pluginmanager.register(FailureLines(run), "agentcore-rl-failure-lines")
     if where == "controller":
         if resume:
             run.reload()  # before the workers start: they read what it keeps
@@ -220,6 +234,31 @@ class ProgressHooks:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self) -> None:
         self._run.progress.clear(pytest_next=True)
+
+
+class FailureLines:
+    """One line per failed rollout in place of pytest's block each (a task's failures are data,
+    and eight rollouts' assertion blocks buried the verdict); ordinary tests keep theirs."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # around pytest's FAILURES and short summary
+    def pytest_terminal_summary(self, terminalreporter: Any):
+        failed = terminalreporter.stats.get("failed", [])
+        rollouts = [(report, self._run.recorded(report.nodeid)) for report in failed]
+        lines = [failure_line(report.nodeid, rollout) for report, rollout in rollouts if rollout is not None]
+        if lines:
+            terminalreporter.stats["failed"] = [report for report, rollout in rollouts if rollout is None]
+            terminalreporter.write_sep("=", f"agentcore-rl: {len(lines)} failed rollouts (pytest -v for each "
+                                            "one's full report; transcripts in report.html)")
+            for line in lines:
+                terminalreporter.write_line(line)
+        try:
+            return (yield)
+        finally:
+            if lines:
+                terminalreporter.stats["failed"] = failed  # the final counts count them
 
 
 def _interrupt_on_sigterm() -> None:

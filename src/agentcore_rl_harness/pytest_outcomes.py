@@ -59,6 +59,21 @@ def rollout_properties(rollout: Rollout) -> list[tuple[str, str]]:
     return properties
 
 
+FAILURE_MESSAGE_CHARS = 160
+
+
+def failure_line(nodeid: str, rollout: Rollout) -> str:
+    """A failed rollout in one line: item, status, reward and its parts, the first line of why."""
+    parts = [nodeid, rollout.status.value]
+    if rollout.reward is not None:
+        by_name = ", ".join(f"{name} {value:.3g}" for name, value in rollout.rewards.items())
+        parts.append(f"reward {rollout.reward:.3g}" + (f" ({by_name})" if by_name else ""))
+    why = next((line.strip() for line in (rollout.error or "").splitlines() if line.strip()), "")
+    if len(why) > FAILURE_MESSAGE_CHARS:
+        why = why[:FAILURE_MESSAGE_CHARS - 3] + "..."
+    return " ".join(parts) + (f": {why}" if why else "")
+
+
 def error_text(call: pytest.CallInfo) -> str | None:
     """Why an item failed, as its rollout record says it."""
     if call.excinfo is None:

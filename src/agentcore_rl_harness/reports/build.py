@@ -83,6 +83,8 @@ def summarize(
         }
 
     rewards = [r.reward for r in counted if r.reward is not None]
+    names = sorted({name for r in counted for name in r.rewards})
+    by_name = {name: [r.rewards[name] for r in counted if name in r.rewards] for name in names}
     prompt = sum(r.usage.prompt_tokens for r in rollouts)
     completion = sum(r.usage.completion_tokens for r in rollouts)
     elapsed = sum(r.elapsed_s for r in rollouts)
@@ -95,6 +97,7 @@ def summarize(
             n=len(counted),
         ),
         mean_reward=_mean_interval(rewards, seed),
+        reward_means={name: _mean_interval(values, seed) for name, values in by_name.items()},
         pass_at_k=over_rows(pass_at_k),
         pass_hat_k=over_rows(pass_hat_k),
         failures=dict(sorted(failures.items())),

@@ -49,6 +49,9 @@ class Summary(BaseModel):
     samples_per_row: int = Field(description="Fewest counted samples of any row (the largest k).")
     success_rate: Interval = Field(description="Share of successful rollouts, see denominator.")
     mean_reward: MeanInterval = Field(description="Mean reward over counted rollouts that have one.")
+    reward_means: dict[str, MeanInterval] = Field(
+        default_factory=dict,
+        description="Per reward function (by name): its mean over counted rollouts that have it.")
     pass_at_k: dict[str, float] = Field(
         description="Unbiased pass@k (at least one of k samples succeeds), averaged over rows.")
     pass_hat_k: dict[str, float] = Field(

@@ -191,6 +191,11 @@ class Run:
         harness = self.parts()
         try:
             if self.mode == "run":
+                plan = harness.train_plan()
+                per_step = plan.batch_rows * (plan.group_size or max((spec.samples for spec in specs), default=1))
+                pre_left = len(cases) - sum(1 for r in self.rollouts if r.phase == "pre")
+                self.progress.set_job((("pre", pre_left), ("train", max(0, plan.steps - start_step) * per_step),
+                                       ("post", len(cases))))
                 self._evaluate_as(cases, phase="pre", label="pre-eval")
                 if self.tracking:
                     self.tracking.summary(pre_eval_metrics(self.rollouts, self.config.typed.seed), step=0)
@@ -230,8 +235,8 @@ class Run:
 
     def offline_phase(self, cases: list[Case]) -> list[Rollout]:
         """Roll out and score a batch the harness scores itself (pre-eval)."""
-        episodes = self.run_batch(cases)
-        rollouts = [self.score_and_record(case, episode) for case, episode in zip(cases, episodes)]
+        batch = self.start_batch(cases)
+        rollouts = batch.scored(lambda index, episode: self.score_and_record(cases[index], episode))
         self.scheduler.tick(force=True)  # the phase's line with its success rate
         return rollouts
 
