@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("run", "runner", "training", "scoring"),
     ("session", "fixtures", "plugin", "pytest_outcomes", "sharding", "_shard_scheduling", "integrations", "sweep",
+     "resume_command", "task_collection",
      "standalone_gateway", "cli"),
     ("",),  # the package's own __init__: the public facade
 )

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from . import sharding
-from .errors import ConfigError, HarnessError, MissingDependencyError
+from .errors import ConfigError, DatasetError, HarnessError, MissingDependencyError, ModelError
 from .fixtures import (  # noqa: F401
     _arl_case, agentcore_rl_config, agentcore_session, backend, gateway, rollout, row, sandbox,
 )
@@ -25,9 +25,12 @@ from .pytest_outcomes import run_of as _run
 from .run.core import Run
 from .run.finish import resolve_baseline
 from .run.plan import MODES, item_name
+from .resume_command import resume_command, resumed_mode
+from .task_collection import no_tasks_message, uncollected_function_message
 from .tasks import task_spec
 
 CASE_FIXTURE = "_arl_case"
+_DATASET_ERRORS = pytest.StashKey[list[str]]()  # tasks whose dataset is missing or empty
 SKIP_REASON = (
     "agentcore-rl task: run it with `pytest --agentcore-rl eval` (modes: {modes})"
 )
@@ -109,6 +112,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "agentcore_rl_task: a task test declared with @agentcore_rl_harness.task"
     )
     mode = config.getoption("agentcore_rl")
+    if mode is None and config.getoption("agentcore_rl_resume"):
+        mode = resumed_mode(Path(config.getoption("agentcore_rl_resume")))  # the run knows its mode
     if mode is None:
         for flag in (
             "agentcore_rl_set", "agentcore_rl_config", "agentcore_rl_out", "agentcore_rl_resume",
@@ -186,6 +191,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"--agentcore-rl-save-baseline {name!r}: use a plain name like 'main'"
             )
         run.save_baseline = name
+    run.resume_command = resume_command(config.invocation_params.args, run.run_dir)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(ProgressHooks(run), "agentcore-rl-progress")
     if config.option.verbose < 1:  # pytest -v keeps pytest's full block per failed rollout
@@ -288,7 +294,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     try:
         cases = run.plan(spec)
-    except HarnessError as exc:  # the task's declaration or data: its message, not a traceback
+    except DatasetError as exc:  # missing, empty or bad: a usage error once collection is done
+        metafunc.config.stash.setdefault(_DATASET_ERRORS, []).append(str(exc))
+        cases = []
+    except HarnessError as exc:  # the task's declaration: its message, not a traceback
         raise pytest.Collector.CollectError(str(exc)) from exc
     metafunc.parametrize(
         CASE_FIXTURE,
@@ -304,13 +313,41 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("agentcore_rl_task")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> None:
+    """An @arl.task defined under a name pytest does not collect is a collection error."""
+    if not callable(obj) or task_spec(obj) is None or collector.funcnamefilter(name):
+        return None
+    module = getattr(collector, "obj", None)
+    if getattr(obj, "__module__", None) != getattr(module, "__name__", object()):
+        return None  # imported from elsewhere under another name: its own module collects it
+    raise pytest.Collector.CollectError(
+        uncollected_function_message(name, collector.nodeid, collector.config.getini("python_functions")))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Missing or empty datasets end as a usage error (exit 4); no task at all says why."""
+    run = _run(session.config)
+    if run is None:
+        return
+    errors = session.config.stash.get(_DATASET_ERRORS, [])
+    if errors:
+        raise pytest.UsageError("\n".join(errors))
+    if not _task_items(session.items) and not any(task_spec(getattr(i, "function", None)) for i in session.items):
+        config = session.config
+        roots = [Path(config.invocation_params.dir, arg.split("::")[0]) for arg in config.args]
+        for line in no_tasks_message(run.mode, roots, config.getini("python_files"),
+                                     config.getini("python_functions")):
+            config.get_terminal_writer().line(line)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session: pytest.Session):
     run = _run(session.config)
     if run is not None and not session.config.option.collectonly:
         try:
             run.start(_task_items(sharding.local_items(session.config, session.items)))
-        except MissingDependencyError as exc:  # e.g. no torch: say what to install, not a traceback
+        except (MissingDependencyError, ModelError) as exc:  # no torch, no such model: the message alone
             raise pytest.UsageError(f"agentcore-rl {run.mode}: {exc}") from exc
     return (yield)
 

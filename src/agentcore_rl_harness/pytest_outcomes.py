@@ -29,7 +29,10 @@ def call_task(run: Run, item: pytest.Function) -> None:
     try:
         run.run_item(item.nodeid, item.function, arguments)
     except ItemFailed as exc:
-        pytest.fail(str(exc), pytrace=False)
+        why = str(exc)
+    else:
+        return
+    pytest.fail(why, pytrace=False)  # outside the except: no "During handling of ..." chain
 
 
 def record_report(run: Run, item: pytest.Item, report: pytest.TestReport, call: pytest.CallInfo) -> None:
@@ -95,4 +98,5 @@ def finish_session(run: Run, session: pytest.Session, exitstatus: int) -> int:
     if session.config.option.collectonly:
         run.finish(write_reports=False)
         return exitstatus
-    return exit_code(exitstatus, run_failed=run.finish())
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    return exit_code(exitstatus, run_failed=run.finish(interrupted=interrupted))

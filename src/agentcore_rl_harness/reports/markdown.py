@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..records import Rollout
 from .model import Report
-from .text import delta_table, md_cell, num, pct, pp, verdict_line
+from .text import delta_table, interrupted_banner, md_cell, num, pct, pp, training_banner, verdict_line
 from .transcript import Decode, excerpt
 
 FAILED_EXCERPTS = 10  # failed rollouts excerpted in report.md; report.html has every transcript
@@ -63,11 +63,13 @@ def _delta_section(report: Report) -> list[str]:
 def _train_section(report: Report) -> list[str]:
     if not report.train:
         return []
-    lines = ["", "## Training reward per step", "", "| step | reward | success | loss |",
-             "|---|---|---|---|"]
+    lines = ["", "## Training reward per step", "",
+             "| step | reward | success | loss | informative groups | tokens trained |",
+             "|---|---|---|---|---|---|"]
     for step in report.train:
+        tokens = "n/a" if step.trained_tokens is None else str(step.trained_tokens)
         lines.append(f"| {step.step} | {num(step.reward_mean)} | {pct(step.success_rate)} | "
-                     f"{num(step.loss, 4)} |")
+                     f"{num(step.loss, 4)} | {pct(step.informative_fraction)} | {tokens} |")
     return lines
 
 
@@ -99,9 +101,11 @@ def render_markdown(report: Report, *, files_at: Path | None = None, rollouts: S
     relative links are dead) the files are named with the run directory's path instead of linked."""
     model = report.run.config.get("model", {})
     model_name = model.get("name") if isinstance(model, dict) else model
+    banners = [text for text in (interrupted_banner(report), training_banner(report)) if text]
     lines = [
         f"# agentcore-rl {report.run.mode} report — {md_cell(report.run.id)}",
         "",
+        *(line for text in banners for line in (f"> **WARNING** {md_cell(text)}", "")),
         f"**{verdict_line(report)}**",
         "",
         f"Model `{model_name}`, wall time {report.run.wall_time_s:.1f}s, "

@@ -64,6 +64,9 @@ class Run:
     infra_errors: int = 0
     other_failures: int = 0
     gate_failures: list[str] = field(default_factory=list)
+    task_errors_shown: set[str] = field(default_factory=set)  # tasks whose bug was printed once
+    resume_command: str | None = None  # how to continue this run if it is stopped (the plugin's)
+    interrupted: bool = False  # stopped (Ctrl-C, SIGTERM) before it finished
     report: Report | None = None
     tracking: Tracking | None = None  # logger=...: opened with the run directory
     _scheduler: Scheduler | None = None
@@ -177,8 +180,9 @@ class Run:
         self.train_steps = list(reloaded.train_steps)
         if reloaded.checkpoint is not None and self.mode in ("run", "train"):
             self.parts().trainer().load_checkpoint(reloaded.checkpoint)
+        after = f" after checkpoint {reloaded.checkpoint.name}" if reloaded.checkpoint is not None else ""
         self.write(f"agentcore-rl resume: {len(reloaded.rollouts)} rollouts kept, training continues "
-                   f"at step {reloaded.start_step}")
+                   f"at step {reloaded.start_step + 1} (steps.jsonl step {reloaded.start_step}){after}")
         return reloaded.start_step
 
     def _train_first(self, specs: list[TaskSpec], cases: list[Case], start_step: int) -> None:
@@ -269,7 +273,18 @@ class Run:
         rollout = self.rundir.store.append(rollout)  # as written: an unstorable value fails the rollout
         self.rollouts.append(rollout)
         self.progress.rollout_scored(rollout.success)
+        if rollout.status is Status.TASK_ERROR and rollout.task not in self.task_errors_shown:
+            self.write(self._task_error_text(rollout.task, rollout.error or ""))
         return rollout
+
+    def _task_error_text(self, task: str, error: str) -> str:
+        """A bug in a task's code: its traceback the first time, one line after that."""
+        if task in self.task_errors_shown:
+            return f"task_error (a bug in task {task}'s code, traceback shown once above): " + error.split("\n")[0]
+        self.task_errors_shown.add(task)
+        return (f"agentcore-rl: task_error: task {task}'s own code raised (a reward, the payload "
+                "builder or the test body; not a wrong answer). These rollouts are left out of "
+                f"success rates and training; fix the code:\n{error}")
 
     # -- items -----------------------------------------------------------------------------
 
@@ -281,7 +296,7 @@ class Run:
         """Score an item: a train item passes when training did; a replayed one keeps its
         recorded verdict; else the agent's failure fails it, then rewards, then `body`.
         Raises `scoring.ItemFailed` (the item fails) or `HarnessError` (the harness failed)."""
-        from .scoring import ItemFailed
+        from .scoring import ItemFailed, TaskCodeError
 
         if item_id in self.train_items:
             if self.training_error:
@@ -295,7 +310,11 @@ class Run:
                 raise ItemFailed(f"{replayed.status.value} (recorded): {replayed.error}")
             return
         handle = self.rollout_for(item_id)
-        self.scorer().run_body(self.scheduler.pending[item_id].case, handle, body, arguments)
+        case = self.scheduler.pending[item_id].case
+        try:
+            self.scorer().run_body(case, handle, body, arguments)
+        except TaskCodeError as exc:  # the traceback once per task, then one line each
+            raise TaskCodeError(self._task_error_text(case.spec.name, str(exc))) from None
 
     def record_item(self, item_id: str, *, passed: bool, error: str | None = None) -> None:
         """Record an item's rollout with pytest's verdict (once; replayed and train items are
@@ -355,8 +374,14 @@ class Run:
 
     # -- the end ---------------------------------------------------------------------------
 
-    def finish(self, *, write_reports: bool = True) -> bool:
-        """Stop what runs, write the reports, judge the gates; True if the run failed."""
+    def finish(self, *, write_reports: bool = True, interrupted: bool = False) -> bool:
+        """Stop what runs, write the reports, judge the gates; True if the run failed.
+        `interrupted`: the session was stopped; the report says so and how to resume."""
+        self.interrupted = interrupted and self.rundir.opened
+        if self.interrupted and not self.rundir.shared:  # the steps a stopped loop never returned
+            from ..train_store import read_steps
+
+            self.train_steps = read_steps(self.run_dir)
         self.progress.clear()
         if self._scheduler is not None:
             self._scheduler.cancel()
@@ -389,6 +414,9 @@ class Run:
             tags={**self.task_tags, **{name: list(spec.tags) for name, spec in self.specs.items()}},
             discarded=read_discarded(self.run_dir),
         )
+        if self.interrupted:
+            resume = self.resume_command or f"pytest --agentcore-rl-resume {self.run_dir}"
+            self.report.interrupted = finish.interrupted(self.run_dir, self.rollouts, len(self.train_steps), resume)
         self.gate_failures = finish.judge_gates(self.report, self.config.typed.gates, self.compare_path)
         if self.rundir.opened:  # no rollout ran: the gates are judged, nothing is written
             finish.write_report_files(self.run_dir, self.report, self.rollouts, self.config.typed.report)

@@ -331,7 +331,7 @@ class AgentCoreRuntime:
 
         try:
             return await invocations.settle(
-                answer, get=get, ping=None, poll_initial_s=self._poll[0], poll_max_s=self._poll[1]
+                answer, get=get, poll_initial_s=self._poll[0], poll_max_s=self._poll[1]
             )
         except invocations.InvocationFailed as failure:
             raise self._calls.SessionFailed(Status.AGENT_ERROR, str(failure)) from None
