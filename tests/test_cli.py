@@ -110,7 +110,7 @@ def test_report_compare_prints_and_writes_the_paired_comparison(tmp_path):
     assert comparison["overall"]["improved"] == 9 and comparison["overall"]["p_value"] < 0.01
     assert (b / "compare.md").read_text().startswith("# agentcore-rl compare")
     elsewhere = _cli("report", "compare", str(a), str(a), "--out", str(tmp_path / "same"))
-    assert elsewhere.returncode == 0 and "no significant change" in elsewhere.stdout
+    assert elsewhere.returncode == 0 and "success unchanged on every pair" in elsewhere.stdout
     assert json.loads((tmp_path / "same" / "compare.json").read_text())["overall"]["delta"] == 0
 
 
@@ -156,3 +156,26 @@ def test_gateway_server_serves_the_openai_sdk_and_the_admin_api(tiny_model_dir, 
             process.kill()
             raise AssertionError("the gateway did not exit on SIGINT; its stderr:\n"
                                  + stderr_path.read_text()[-4000:]) from None
+
+
+def _subparsers(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield name, sub
+                for inner, subsub in _subparsers(sub):
+                    yield f"{name} {inner}", subsub
+
+
+def test_every_flag_of_every_command_has_a_help_string():
+    from agentcore_rl_harness.cli import _parser
+
+    undocumented = [
+        f"{name} {action.option_strings[0] if action.option_strings else action.dest}"
+        for name, sub in _subparsers(_parser()) for action in sub._actions
+        if not action.help and action.dest != "help" and not action.__class__.__name__.startswith("_SubParsers")
+    ]
+    assert undocumented == []
+

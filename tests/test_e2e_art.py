@@ -93,14 +93,15 @@ def test_art_agents_with_s3_results_on_the_local_runtime(pytester, tiny_model_di
             assert record["rewards"] == {"even": float(n % 2 == 0), "agent.self": 1.0, "agent": 1.0}
 
 
-def test_art_rl_app_inline_on_the_local_runtime(pytester, tiny_model_dir):
-    """The default result mode: no S3 triple is sent, so ART's app does not answer 500; the
-    rollout ends when its background handler did; its result (S3 only) is not available."""
+def test_art_rl_app_inline_on_the_local_runtime_is_an_agent_error_naming_the_fix(pytester, tiny_model_dir):
+    """The default result mode: no S3 triple is sent, so ART's app does not answer 500; it
+    answers "processing" and saves its result only to S3, which inline mode never reads: the
+    rollout is an agent_error that says which setting works, not a silent empty result."""
     _project(pytester, [{"id": "q0", "split": "test", "n": 0, "prompt": "Say 0"}])
     result = _run(pytester, "inline", "-k", "test_rl", "--agentcore-rl-set", "eval.samples=1")
     assert result.ret == 0, result.stdout.str()[-3000:]
     result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*agent_error: the agent answered {'status': 'processing'} at once*"])
     [record] = _records(pytester, "inline")
-    assert record["status"] == "task_failed", record  # not agent_error: the agent ran
-    assert "reward_from_agent=True" in record["error"] and "no `reward` or `rewards`" in record["error"]
-    assert record["traces"] and record["turns"] == 1
+    assert record["status"] == "agent_error", record
+    assert "Use --agentcore-rl-set runtime.result_mode=s3 (the local runtime receives it" in record["error"]

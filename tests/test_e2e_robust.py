@@ -103,7 +103,7 @@ def test_nan_inf_and_non_numeric_rewards_fail_their_rollouts_and_all_16_are_writ
     assert report["overall"]["success_rate"]["n"] == 16
 
 
-def test_task_code_bugs_are_task_failures_context_overflow_is_the_agents_and_parquet_holds_mixed_results(
+def test_task_code_bugs_are_task_errors_context_overflow_is_the_agents_and_parquet_holds_mixed_results(
     pytester, tiny_model_dir
 ):
     rows = [{"id": f"q{n}", "split": "train", "n": n, "overflow": n == 4} for n in range(5)]
@@ -113,11 +113,12 @@ def test_task_code_bugs_are_task_failures_context_overflow_is_the_agents_and_par
     assert result.ret == 0, output[-3000:]  # no infrastructure error among them
     result.assert_outcomes(passed=2, failed=3)
     by_row = {r["row_id"]: r for r in _records(pytester)}
-    assert by_row["q1"]["status"] == "task_failed" and by_row["q1"]["turns"] == 0
+    assert by_row["q1"]["status"] == "task_error" and by_row["q1"]["turns"] == 0
     assert "building the invoke payload failed: ValueError: payload bug on purpose" in by_row["q1"]["error"]
     assert "Traceback (most recent call last)" in by_row["q1"]["error"]
-    assert by_row["q2"]["status"] == "task_failed"
+    assert by_row["q2"]["status"] == "task_error"  # a bug in the body, not a wrong answer
     assert by_row["q2"]["error"].startswith("KeyError: 'no_such_key'")
+    assert "pluggy" not in by_row["q2"]["error"] and "_pytest" not in by_row["q2"]["error"]
     assert 'rollout.result["no_such_key"]' in by_row["q2"]["error"]  # the traceback's task line
     import datasets
 

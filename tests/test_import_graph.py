@@ -15,7 +15,7 @@ ROOT = Path(agentcore_rl_harness.__file__).parent
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "records", "conf", "heap"),
     ("config_schema",),
-    ("tasks", "store", "train_store", "models", "agent", "progress", "serving", "sanity_agents"),
+    ("tasks", "store", "train_store", "models", "agent", "progress", "serving", "sanity_agents", "scaffold"),
     ("gateway",),
     ("samplers", "runtimes"),
     ("trainers", "tinker_server"),
@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("run",),
     ("fixtures", "plugin", "pytest_outcomes", "sharding", "_shard_scheduling", "integrations", "sweep",
-     "standalone_gateway", "cli", "config_reference", "run_options"),
+     "resume_command", "task_collection", "standalone_gateway", "cli", "config_reference", "run_options"),
     ("",),  # the package's own __init__: the public facade
 )
 

@@ -39,6 +39,54 @@ def test_render_status_training_step_nothing_yet_and_done():
     assert render_status(snapshot(done=48)).endswith("| done")
 
 
+def test_status_fits_80_columns_keeping_phase_counts_and_eta():
+    wide = snapshot(phase="train", step=11, steps=20, done=123, total=256, scored=120, successes=17,
+                    live_sessions=16, completion_tokens=123456, elapsed_s=4000.0,
+                    job="pre>TRAIN>post ", job_eta="job ETA 3h00m")
+    line = render_status(wide, width=80)
+    assert len(line) <= 80, line
+    assert line.startswith("agentcore-rl pre>TRAIN>post train step 12/20: 123/256 rollouts")
+    assert "| ETA 1h12m" in line  # the phase ETA survives
+    assert "tok/s" not in line and "live" not in line  # dropped first
+    assert len(render_status(snapshot(), width=80)) <= 80
+    assert render_status(snapshot(), width=80).endswith("ETA 3m00s")
+    assert "30.9 tok/s | 1h06m elapsed | ETA 1h12m | job ETA 3h00m" in render_status(wide, width=300)
+
+
+def test_tty_status_is_drawn_at_the_terminals_width():
+    terminal, clock = FakeTerminal(), Clock()
+    terminal.width = 60
+    progress = Progress(terminal, style="tty", clock=clock)
+    progress.begin_phase("eval", 48)
+    clock.now += 10
+    progress.rollout_finished(500)
+    progress.tick(waiting=True)
+    (kind, text), = terminal.events
+    assert kind == "draw" and len(text) <= 60 and text.startswith("agentcore-rl eval: 1/48 rollouts")
+    assert "ETA 7m50s" in text
+
+
+def test_run_mode_shows_the_jobs_phases_and_its_eta():
+    terminal, clock = FakeTerminal(), Clock()
+    progress = Progress(terminal, style="lines", clock=clock)
+    progress.set_job((("pre", 4), ("train", 8), ("post", 4)))
+    progress.begin_phase("pre", 4)
+    assert progress.snapshot().job == "PRE>train>post " and progress.snapshot().job_eta == "job ETA --"
+    for _ in range(4):
+        clock.now += 5
+        progress.rollout_finished(10)
+    progress.begin_phase("train", 4, step=0, steps=2)
+    clock.now += 10
+    progress.rollout_finished(10)
+    snap = progress.snapshot()
+    assert snap.job == "pre>TRAIN>post "
+    # 5 rollouts in 30 s -> 6 s each; 16 - 4 - 1 = 11 left -> 66 s
+    assert snap.job_eta == "job ETA 1m06s"
+    line = render_status(snap, width=80)
+    assert line.startswith("agentcore-rl pre>TRAIN>post train step 1/2: 1/4 rollouts") and len(line) <= 80
+    assert "job ETA 1m06s" in render_status(snap)
+
+
 def test_eta_ignores_rollouts_a_resume_kept():
     # 40 of 48 were kept from the stopped run; 4 finished here in 10 s -> 4 left take 10 s
     assert eta_s(snapshot(done=44, resumed=40, elapsed_s=10.0)) == pytest.approx(10.0)
@@ -67,6 +115,7 @@ def test_tty_only_on_an_interactive_terminal_outside_ci(requested, isatty, envir
 
 class FakeTerminal:
     isatty = False
+    width = 200
 
     def __init__(self):
         self.events = []

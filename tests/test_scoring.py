@@ -77,16 +77,31 @@ def test_a_body_that_sets_a_bad_reward_fails_the_task(tmp_path):
     assert handle.reward is None and handle.rewards == {}
 
 
-def test_a_bug_in_the_body_is_a_task_failure_with_its_traceback(tmp_path):
+def test_a_bug_in_the_body_is_a_task_error_with_only_the_users_traceback(tmp_path):
     def test_t(rollout, row):
         return rollout.result["missing_key"]
 
     case = _case(tmp_path, test_t)
     verdict = score_offline(case, _handle(case), _call, {})
-    assert verdict.status is Status.TASK_FAILED
+    assert verdict.status is Status.TASK_ERROR and verdict.success is None  # a bug, not a verdict
     assert verdict.error.startswith("KeyError: 'missing_key'")
     assert "Traceback (most recent call last)" in verdict.error
     assert 'rollout.result["missing_key"]' in verdict.error  # the failing line of task code
+    assert "agentcore_rl_harness" not in verdict.error  # the harness's frames are not the user's
+
+
+def test_a_bug_in_a_reward_function_is_a_task_error(tmp_path):
+    @arl.reward
+    def broken(rollout, row):
+        return 1 / 0
+
+    def test_t(rollout, row):
+        assert True
+
+    case = _case(tmp_path, test_t, rewards=[broken])
+    verdict = score_offline(case, _handle(case), _call, {})
+    assert verdict.status is Status.TASK_ERROR
+    assert verdict.error.startswith("ZeroDivisionError") and "return 1 / 0" in verdict.error
 
 
 def test_an_assertion_is_the_verdict_without_a_traceback(tmp_path):

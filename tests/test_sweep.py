@@ -51,7 +51,7 @@ def _check_2x2(project, sweep_dir, result):
     assert sorted(tuple(job["overrides"][-2:]) for job in jobs) == sorted(
         (f"seed={seed}", f"sampling.temperature={temperature}")
         for seed in (0, 1) for temperature in (0.5, 1.0))
-    assert sum(job["best"] for job in jobs) == 1
+    assert sum(job["best"] for job in jobs) == (0 if summary["tied"] else 1)  # a tie has no best
     for job in jobs:
         job_dir = sweep_dir / f"job-{job['job']}"
         config = (job_dir / "config.yaml").read_text()
@@ -65,7 +65,8 @@ def _check_2x2(project, sweep_dir, result):
         assert report["run"]["config"]["seed"] == seed
         assert job["metrics"]["n"] == 2
     markdown = (sweep_dir / "sweep.md").read_text()
-    assert "4 job(s), 0 failed" in markdown and "**best**" in markdown
+    assert "4 job(s), 0 failed" in markdown
+    assert ("**best**" in markdown) != bool(summary["tied"])
 
 
 @pytest.mark.slow
@@ -200,8 +201,8 @@ def test_bad_override_is_reported_by_hydra(project):
     assert result.returncode != 0 and "no_such_group" in result.stderr
 
 
-def test_summary_marks_the_best_job_and_failures(tmp_path):
-    for number, (success, returncode) in enumerate([(0.25, 0), (0.75, 0), (None, 1)]):
+def _jobs(tmp_path, results):
+    for number, (success, returncode) in enumerate(results):
         job_dir = tmp_path / f"job-{number}"
         (job_dir / "run").mkdir(parents=True)
         (job_dir / "job.json").write_text(json.dumps({
@@ -213,11 +214,24 @@ def test_summary_marks_the_best_job_and_failures(tmp_path):
             (job_dir / "run" / "report.json").write_text(json.dumps({"overall": {
                 "success_rate": {"value": success, "ci_low": 0.0, "ci_high": 1.0, "n": 4},
                 "mean_reward": {"value": success}, "failures": {}}}))
+
+
+def test_summary_marks_the_best_job_and_failures(tmp_path):
+    _jobs(tmp_path, [(0.25, 0), (0.75, 0), (None, 1)])
     summary = summarize_sweep(tmp_path)
     assert summary["best"] == 1 and summary["failed"] == [2]
     text = render_summary(summary)
     assert "| 1 **best** | `seed=1` | ok | 75.0%" in text and "FAILED (pytest exited 1)" in text
     assert json.loads((tmp_path / "sweep.json").read_text())["best"] == 1
+
+
+def test_a_tie_at_the_top_names_no_best_job(tmp_path):
+    _jobs(tmp_path, [(0.0, 0), (0.0, 0), (0.0, 0)])
+    summary = summarize_sweep(tmp_path)
+    assert summary["best"] is None and summary["tied"] == [0, 1, 2]
+    text = render_summary(summary)
+    assert "**best**" not in text
+    assert "Best: none, jobs 0, 1, 2 tie on highest overall success_rate, then mean_reward" in text
 
 
 def test_a_key_a_project_option_leaves_out_can_be_swept(project):

@@ -75,4 +75,4 @@ def test_a_bad_script_fails_the_task_saying_which_turn(pytester, tiny_model_dir)
     assert result.ret == 0
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*the task's oracle failed*oracle _script[[]1[]].content must be a string*"])
-    assert all(r["status"] == "task_failed" for r in _records(pytester.path / "bad" / "rollouts.jsonl"))
+    assert all(r["status"] == "task_error" for r in _records(pytester.path / "bad" / "rollouts.jsonl"))

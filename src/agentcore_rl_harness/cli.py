@@ -1,4 +1,4 @@
-"""The `agentcore-rl` console script: models, gateway, report, rescore, sweep, view."""
+"""The `agentcore-rl` console script: init, models, gateway, report, rescore, sweep, view."""
 
 from __future__ import annotations
 
@@ -34,6 +34,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    init = commands.add_parser(
+        "init", help="make a new task project (agent, task, rows, rewards, oracle, config) in DIR")
+    init.add_argument("directory", type=Path, metavar="DIR", help="a new or empty directory")
+    init.add_argument("--framework", default="openai", choices=["openai", "langgraph", "strands"],
+                      help="how the agent reaches its model (default: openai, the plain SDK)")
+    init.add_argument("--force", action="store_true", help="write into DIR even if it is not empty")
+
     models = commands.add_parser("models", help="prepare or list local models")
     model_commands = models.add_subparsers(dest="models_command", required=True)
     prepare = model_commands.add_parser("prepare", help="build or convert a named model")
@@ -42,12 +49,20 @@ def _parser() -> argparse.ArgumentParser:
     model_commands.add_parser("list", help="list named models and where they are cached")
 
     gateway = commands.add_parser("gateway", help="run the rollout gateway as a server")
-    gateway.add_argument("--model", default="smollm2-135m-instruct", help="name or HF folder")
-    gateway.add_argument("--sampler", default="hf", choices=["hf", "vllm", "sglang", "tinker"])
-    gateway.add_argument("--sampler-url", default=None)
-    gateway.add_argument("--host", default="127.0.0.1")
-    gateway.add_argument("--port", type=int, default=0)
-    gateway.add_argument("--admin-token", default=None)
+    gateway.add_argument("--model", default="smollm2-135m-instruct",
+                         help="a named model or an HF folder: the tokenizer and chat template, and the "
+                              "weights when --sampler hf (default: %(default)s)")
+    gateway.add_argument("--sampler", default="hf", choices=["hf", "vllm", "sglang", "tinker"],
+                         help="what samples the tokens: hf (in this process) or an engine at --sampler-url "
+                              "(default: %(default)s)")
+    gateway.add_argument("--sampler-url", default=None,
+                         help="the base URL of the vllm / sglang / tinker server (not for --sampler hf)")
+    gateway.add_argument("--host", default="127.0.0.1",
+                         help="the address to listen on (default: %(default)s, loopback only)")
+    gateway.add_argument("--port", type=int, default=0, help="the port to listen on; 0 picks a free one")
+    gateway.add_argument("--admin-token", default=None,
+                         help="the X-Admin-Token the admin API (/admin/sessions) requires "
+                              "(default: a random one, printed at start)")
     gateway.add_argument("--sampler-model", default=None,
                          help="what the engine serves: vLLM's model name; Tinker's base model or tinker:// path (default: --model)")
     gateway.add_argument("--history", default="exact", choices=HISTORY_MODES,
@@ -71,15 +86,17 @@ def _parser() -> argparse.ArgumentParser:
         usage="agentcore-rl report RUN_DIR [--tokenizer DIR]\n"
               "       agentcore-rl report compare A B [--out DIR]",
     )
-    report.add_argument("target", nargs="+", metavar="RUN_DIR | compare A B")
+    report.add_argument("target", nargs="+", metavar="RUN_DIR | compare A B",
+                        help="a run directory to re-render, or `compare` and two run directories")
     report.add_argument("--tokenizer", type=Path, default=None,
-                        help="HF tokenizer folder: decoded text in report.html's token view")
+                        help="HF tokenizer folder for transcripts and token text (default: the run's own "
+                             "model, when it is on this machine)")
     report.add_argument("--out", type=Path, default=None,
                         help="compare: where compare.json/md go (default: B's directory)")
 
     rescore = commands.add_parser(
         "rescore", help="score recorded rollouts again with the tasks as they are now (no agents run)")
-    rescore.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    rescore.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory whose rollouts to score")
     rescore.add_argument("--tasks", type=Path, default=None, metavar="PATH",
                          help="the tasks' folder or test file (default: tasks/ if present, else .)")
 
@@ -122,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return view_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
+        if args.command == "init":
+            return _init(args.directory, args.framework, force=args.force)
         if args.command == "models":
             return _models(args)
         if args.command == "gateway":
@@ -161,6 +180,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 2
+
+
+def _init(directory: Path, framework: str, *, force: bool) -> int:
+    from .scaffold import FRAMEWORKS, init_project, missing_modules
+
+    written = init_project(directory, framework=framework, force=force)
+    print(f"made a {framework} task project in {directory}:")
+    for path in written:
+        print(f"  {path.relative_to(directory)}")
+    missing = missing_modules(framework)
+    if missing:
+        print(f"note: this Python cannot import {', '.join(missing)}, which agent.py needs: "
+              f"pip install {FRAMEWORKS[framework].pip}")
+    print(f"next:\n  cd {directory}\n"
+          "  pytest --agentcore-rl eval --agentcore-rl-set agent=oracle   # must be 100% success\n"
+          "  pytest --agentcore-rl eval --agentcore-rl-set model=tiny     # the whole path, in seconds\n"
+          "  pytest --agentcore-rl run                                    # pre-eval, train, post-eval")
+    return 0
 
 
 def _models(args: argparse.Namespace) -> int:

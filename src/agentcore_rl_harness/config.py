@@ -28,6 +28,7 @@ from .reports.config import GatesConfig, ReportConfig
 from .runtimes.local_config import LocalRuntimeConfig
 from .runtimes.registry import RUNTIMES, runtime_spec
 from .sanity_agents import AGENTS as SANITY_AGENTS
+from .samplers.vllm_engine import VLLMSettings
 from .trackers.registry import build_logger_section
 from .trainers.section import GROUP_KEYS, LOOP_KEYS, TrainLoopConfig, algo_classes, build_trainer_section
 
@@ -48,6 +49,7 @@ class SamplerConfig:
     max_batch_size: int = 16  # decode requests batched together
     batch_wait_s: float = 0.005  # how long a batch waits for more requests
     prefix_cache_tokens: int = 32768  # KV prefix cache size in tokens (0 = off); ~45 KiB/token for SmolLM2
+    vllm: VLLMSettings = field(default_factory=VLLMSettings)  # sampler=vllm (samplers/vllm_engine.py)
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,7 @@ def check_warmup(typed: HarnessConfig) -> None:
 
 
 VALID_CHOICES = {
-    "sampler.kind": ("hf",),
+    "sampler.kind": ("hf", "vllm"),
     "model.dtype": ("float32", "bfloat16", "float16"),
 }
 

@@ -1,5 +1,6 @@
 """Exceptions the harness raises. Third-party errors are translated at the seam into these."""
 
+import os
 import traceback
 
 ERROR_TEXT_LIMIT = 4000
@@ -54,12 +55,34 @@ class RewardError(ValueError):
     """A reward that is not a finite number. The task's fault: the rollout is `task_failed`."""
 
 
+def is_verdict(exc: BaseException) -> bool:
+    """A task's verdict (its assertion failed, a reward is not a number), not a bug in its code."""
+    return isinstance(exc, (AssertionError, RewardError))
+
+
 def failure_text(exc: BaseException, summary: str | None = None) -> str:
     """How task code failed: a verdict (AssertionError, RewardError) as its message; any other
     exception (a bug in the task's payload, rewards or body) with its traceback's tail."""
     head = (summary or f"{type(exc).__name__}: {exc}")[:ERROR_TEXT_LIMIT]
-    if isinstance(exc, (AssertionError, RewardError)):
+    if is_verdict(exc):
         return head
-    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    trace = user_traceback(exc)
     room = ERROR_TEXT_LIMIT - len(head) - 1
     return f"{head}\n{trace[-room:]}" if room > 0 else head
+
+
+_HARNESS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_MACHINERY = (_HARNESS_DIR, f"{os.sep}_pytest{os.sep}", f"{os.sep}pluggy{os.sep}",
+              f"{os.sep}asyncio{os.sep}", f"{os.sep}concurrent{os.sep}")
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The traceback of an exception in the user's code, without the frames of pytest, pluggy,
+    asyncio and this harness that called it (a chained exception's are kept whole)."""
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__)
+              if not any(part in os.path.abspath(frame.filename) for part in _MACHINERY)]
+    if not frames:
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames),
+             *traceback.format_exception_only(type(exc), exc)]
+    return "".join(lines)

@@ -15,19 +15,22 @@ from typing import Any
 import pytest
 
 from . import sharding
-from .errors import ConfigError, HarnessError, MissingDependencyError
+from .errors import ConfigError, DatasetError, HarnessError, MissingDependencyError, ModelError
 from .fixtures import (  # noqa: F401
     _arl_case, agentcore_rl_config, agentcore_session, backend, gateway, rollout, row, sandbox,
 )
 from .progress import PytestTerminal
-from .pytest_outcomes import RUN_KEY, call_task, finish_session, record_report, rollout_properties  # noqa: F401
+from .pytest_outcomes import RUN_KEY, call_task, failure_line, finish_session, record_report, rollout_properties  # noqa: F401
 from .pytest_outcomes import run_of as _run
 from .run.core import Run
 from .run_options import RunOptions
 from .run.plan import MODES, item_name
+from .resume_command import resume_command
+from .task_collection import no_tasks_message, uncollected_function_message
 from .tasks import task_spec
 
 CASE_FIXTURE = "_arl_case"
+_DATASET_ERRORS = pytest.StashKey[list[str]]()  # tasks whose dataset is missing or empty
 SKIP_REASON = (
     "agentcore-rl task: run it with `pytest --agentcore-rl eval` (modes: {modes})"
 )
@@ -99,6 +102,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("agentcore_rl_set", "Hydra overrides applied before --agentcore-rl-set", "linelist")
 
 
+ASYNCIO_LOOP_SCOPE_INI = "asyncio_default_fixture_loop_scope"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Task bodies run on the harness's own loop, so pytest-asyncio's fixture loop scope is
+    pytest-asyncio's future default (`function`) unless the project set one: a user's project
+    then starts without pytest-asyncio's "is unset" PytestDeprecationWarning on every run."""
+    if config.pluginmanager.has_plugin("asyncio") and config.getini(ASYNCIO_LOOP_SCOPE_INI) is None:
+        config._inicache[ASYNCIO_LOOP_SCOPE_INI] = "function"  # no public setter for a string ini
+
+
 @pytest.hookimpl(trylast=True)  # after the terminal reporter exists: progress draws on it
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
@@ -140,8 +155,11 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if options.save_baseline is not None:
         run.save_baseline = options.save_baseline
+    run.resume_command = resume_command(config.invocation_params.args, run.run_dir)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(ProgressHooks(run), "agentcore-rl-progress")
+    if config.option.verbose < 1:  # pytest -v keeps pytest's full block per failed rollout
+        config.pluginmanager.register(FailureLines(run), "agentcore-rl-failure-lines")
     if where == "controller":
         if resume:
             run.reload()  # before the workers start: they read what it keeps
@@ -202,6 +220,31 @@ class ProgressHooks:
         self._run.progress.clear(pytest_next=True)
 
 
+class FailureLines:
+    """One line per failed rollout in place of pytest's block each (a task's failures are data,
+    and eight rollouts' assertion blocks buried the verdict); ordinary tests keep theirs."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # around pytest's FAILURES and short summary
+    def pytest_terminal_summary(self, terminalreporter: Any):
+        failed = terminalreporter.stats.get("failed", [])
+        rollouts = [(report, self._run.recorded(report.nodeid)) for report in failed]
+        lines = [failure_line(report.nodeid, rollout) for report, rollout in rollouts if rollout is not None]
+        if lines:
+            terminalreporter.stats["failed"] = [report for report, rollout in rollouts if rollout is None]
+            terminalreporter.write_sep("=", f"agentcore-rl: {len(lines)} failed rollouts (pytest -v for each "
+                                            "one's full report; transcripts in report.html)")
+            for line in lines:
+                terminalreporter.write_line(line)
+        try:
+            return (yield)
+        finally:
+            if lines:
+                terminalreporter.stats["failed"] = failed  # the final counts count them
+
+
 def _interrupt_on_sigterm() -> None:
     """Treat SIGTERM like Ctrl-C, so agent sessions are stopped and reports are written."""
     import signal
@@ -235,7 +278,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     try:
         cases = run.plan(spec)
-    except HarnessError as exc:  # the task's declaration or data: its message, not a traceback
+    except DatasetError as exc:  # missing, empty or bad: a usage error once collection is done
+        metafunc.config.stash.setdefault(_DATASET_ERRORS, []).append(str(exc))
+        cases = []
+    except HarnessError as exc:  # the task's declaration: its message, not a traceback
         raise pytest.Collector.CollectError(str(exc)) from exc
     metafunc.parametrize(
         CASE_FIXTURE,
@@ -251,13 +297,41 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("agentcore_rl_task")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> None:
+    """An @arl.task defined under a name pytest does not collect is a collection error."""
+    if not callable(obj) or task_spec(obj) is None or collector.funcnamefilter(name):
+        return None
+    module = getattr(collector, "obj", None)
+    if getattr(obj, "__module__", None) != getattr(module, "__name__", object()):
+        return None  # imported from elsewhere under another name: its own module collects it
+    raise pytest.Collector.CollectError(
+        uncollected_function_message(name, collector.nodeid, collector.config.getini("python_functions")))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Missing or empty datasets end as a usage error (exit 4); no task at all says why."""
+    run = _run(session.config)
+    if run is None:
+        return
+    errors = session.config.stash.get(_DATASET_ERRORS, [])
+    if errors:
+        raise pytest.UsageError("\n".join(errors))
+    if not _task_items(session.items) and not any(task_spec(getattr(i, "function", None)) for i in session.items):
+        config = session.config
+        roots = [Path(config.invocation_params.dir, arg.split("::")[0]) for arg in config.args]
+        for line in no_tasks_message(run.mode, roots, config.getini("python_files"),
+                                     config.getini("python_functions")):
+            config.get_terminal_writer().line(line)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session: pytest.Session):
     run = _run(session.config)
     if run is not None and not session.config.option.collectonly:
         try:
             run.start(_task_items(sharding.local_items(session.config, session.items)))
-        except MissingDependencyError as exc:  # e.g. no torch: say what to install, not a traceback
+        except (MissingDependencyError, ModelError) as exc:  # no torch, no such model: the message alone
             raise pytest.UsageError(f"agentcore-rl {run.mode}: {exc}") from exc
     return (yield)
 

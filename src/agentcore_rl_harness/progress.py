@@ -42,6 +42,8 @@ class Snapshot:
     step: int | None = None  # 0-based training step, in phase "train"
     steps: int | None = None
     resumed: int = 0  # rollouts of `done` that a resumed run kept (not timed in this process)
+    job: str | None = None  # run mode: the job's phases, this one in capitals ("pre>TRAIN>post ")
+    job_eta: str | None = None  # run mode: "job ETA 9m12s", the whole job's time left
 
 
 def format_duration(seconds: float) -> str:
@@ -63,28 +65,49 @@ def eta_s(snapshot: Snapshot) -> float | None:
     return (snapshot.total - snapshot.done) * snapshot.elapsed_s / finished_here
 
 
-def render_status(snapshot: Snapshot) -> str:
-    """One line: phase and step, rollouts done/total, success so far, live, tokens/s, ETA."""
+STATUS_WIDTH = 80  # the status line fits a standard terminal; wider ones get more of it
+# What a status line drops first when it does not fit, least useful first; the phase, done/total
+# and the ETA always stay.
+DROP_ORDER = ("tok/s", "live", "elapsed", "job", "success", "percent")
+
+
+def render_status(snapshot: Snapshot, *, width: int | None = None) -> str:
+    """One line: phase and step, rollouts done/total, success so far, live, tokens/s, ETA, and
+    the whole job's ETA (run mode). With `width`, parts go in `DROP_ORDER` until it fits."""
     phase = snapshot.phase
     if snapshot.step is not None and snapshot.steps:
         phase = f"{phase} step {snapshot.step + 1}/{snapshot.steps}"
     percent = 100 * snapshot.done / snapshot.total if snapshot.total else 100.0
-    parts = [f"{snapshot.done}/{snapshot.total} rollouts ({percent:.0f}%)"]
-    if snapshot.scored:
-        rate = 100 * snapshot.successes / snapshot.scored
-        parts.append(f"success {snapshot.successes}/{snapshot.scored} ({rate:.0f}%)")
-    else:
-        parts.append("success n/a")
-    parts.append(f"{snapshot.live_sessions} live")
     rate = snapshot.completion_tokens / snapshot.elapsed_s if snapshot.elapsed_s > 0 else 0.0
-    parts.append(f"{rate:.1f} tok/s")
-    parts.append(f"{format_duration(snapshot.elapsed_s)} elapsed")
+    if snapshot.scored:
+        success = (f"success {snapshot.successes}/{snapshot.scored} "
+                   f"({100 * snapshot.successes / snapshot.scored:.0f}%)")
+    else:
+        success = "success n/a"
     left = eta_s(snapshot)
     if snapshot.done >= snapshot.total:
-        parts.append("done")
+        eta = "done"
     else:
-        parts.append("ETA " + ("--" if left is None else format_duration(left)))
-    return f"agentcore-rl {phase}: " + " | ".join(parts)
+        eta = "ETA " + ("--" if left is None else format_duration(left))
+    # (key, text) in display order; "counts" and "eta" are never dropped
+    parts = [("counts", f"{snapshot.done}/{snapshot.total} rollouts"), ("percent", f" ({percent:.0f}%)"),
+             ("success", success), ("live", f"{snapshot.live_sessions} live"), ("tok/s", f"{rate:.1f} tok/s"),
+             ("elapsed", f"{format_duration(snapshot.elapsed_s)} elapsed"), ("eta", eta)]
+    if snapshot.job_eta is not None:
+        parts.append(("job", snapshot.job_eta))
+    prefix = f"agentcore-rl {snapshot.job or ''}{phase}: "
+
+    def line(kept: list[tuple[str, str]]) -> str:
+        text = ""
+        for key, part in kept:
+            text += part if key == "percent" else ("" if not text else " | ") + part
+        return prefix + text
+
+    for drop in (None, *DROP_ORDER):
+        parts = [(key, part) for key, part in parts if key != drop]
+        if width is None or len(line(parts)) <= width:
+            break
+    return line(parts)
 
 
 def choose_style(requested: str, *, isatty: bool, environ: Mapping[str, str]) -> str:
@@ -101,6 +124,7 @@ class Terminal(Protocol):
     """Where the display draws: pytest's terminal reporter through `PytestTerminal`."""
 
     isatty: bool
+    width: int  # columns the status line may use
 
     def write_line(self, text: str) -> None: ...
 
@@ -141,6 +165,10 @@ class Progress:
         self._last_line_at = self._started
         self._last_line_pct = 0.0
         self._shown = False  # tty: the status line is on screen
+        self._job: tuple[tuple[str, int], ...] = ()  # run mode: (phase, rollouts) of the whole job
+        self._job_started = self._started
+        self._job_done = 0  # rollouts of the job's earlier phases
+        self._job_timed = 0  # ... of those, finished in this process (timed)
 
     # -- counters (any thread) ---------------------------------------------------------------
 
@@ -149,6 +177,9 @@ class Progress:
         steps: int | None = None,
     ) -> None:
         with self._lock:
+            if self._job and self._phase:
+                self._job_done += self._done
+                self._job_timed += self._done - self._resumed
             self._phase, self._total = phase, total
             self._done = self._resumed = already_done
             self._scored = self._successes = self._tokens = 0
@@ -156,6 +187,24 @@ class Progress:
             self._started = self._last_line_at = self._clock()
             percent = 100.0 * already_done / total if total else 0.0
             self._last_line_pct = percent - percent % self._every_pct
+
+    def set_job(self, phases: tuple[tuple[str, int], ...]) -> None:
+        """`run` mode: the whole job's phases in order with their rollouts (pre, train, post), so
+        the status line names them and gives the job's ETA besides the phase's."""
+        with self._lock:
+            self._job = tuple(phases)
+            self._job_started = self._clock()
+            self._job_done = self._job_timed = 0
+
+    def _job_view(self, now: float) -> tuple[str | None, str | None]:
+        if not self._job:
+            return None, None
+        names = [name.upper() if name == self._phase else name for name, _ in self._job]
+        timed = self._job_timed + self._done - self._resumed
+        left = sum(count for _, count in self._job) - self._job_done - self._done
+        elapsed = now - self._job_started
+        eta = "--" if timed <= 0 or elapsed <= 0 else format_duration(max(0, left) * elapsed / timed)
+        return ">".join(names) + " ", f"job ETA {eta}"
 
     def rollout_finished(self, completion_tokens: int) -> None:
         with self._lock:
@@ -171,11 +220,13 @@ class Progress:
 
     def snapshot(self, live_sessions: int = 0) -> Snapshot:
         with self._lock:
+            now = self._clock()
+            job, job_eta = self._job_view(now)
             return Snapshot(
                 phase=self._phase, done=self._done, total=self._total, scored=self._scored,
                 successes=self._successes, live_sessions=live_sessions,
-                completion_tokens=self._tokens, elapsed_s=self._clock() - self._started,
-                step=self._step, steps=self._steps, resumed=self._resumed,
+                completion_tokens=self._tokens, elapsed_s=now - self._started,
+                step=self._step, steps=self._steps, resumed=self._resumed, job=job, job_eta=job_eta,
             )
 
     # -- output (pytest's main thread only) ----------------------------------------------------
@@ -200,7 +251,7 @@ class Progress:
         snapshot = self.snapshot(live_sessions)
         if self.style == "tty":
             if waiting and now - self._last_draw >= POLL_S:
-                self._terminal.draw_status(render_status(snapshot))
+                self._terminal.draw_status(render_status(snapshot, width=self._terminal.width))
                 self._shown = True
                 self._last_draw = now
             return
@@ -241,6 +292,11 @@ class PytestTerminal:
         self.isatty = bool(getattr(reporter, "isatty", False))
         self._status_row = False
 
+    @property
+    def width(self) -> int:
+        """The terminal's columns less one (writing the last column wraps on some terminals)."""
+        return max(20, self._reporter._tw.fullwidth - 1)
+
     def write_line(self, text: str) -> None:
         """A whole line on a row of its own (pytest's partial `file.py ..` row is ended first)."""
         with self._capture_suspended():
@@ -267,7 +323,7 @@ class PytestTerminal:
         return CURSOR_UP + "\r" + (f"\x1b[{column}C" if column else "")
 
     def draw_status(self, text: str) -> None:
-        width = max(20, self._reporter._tw.fullwidth - 1)
+        width = self.width
         down = "\n" if not self._status_row else CURSOR_DOWN + "\r"
         self._raw(down + ERASE_LINE + text[:width] + self._back())
         self._status_row = True

@@ -29,7 +29,10 @@ def call_task(run: Run, item: pytest.Function) -> None:
     try:
         run.run_item(item.nodeid, item.function, arguments)
     except ItemFailed as exc:
-        pytest.fail(str(exc), pytrace=False)
+        why = str(exc)
+    else:
+        return
+    pytest.fail(why, pytrace=False)  # outside the except: no "During handling of ..." chain
 
 
 def record_report(run: Run, item: pytest.Item, report: pytest.TestReport, call: pytest.CallInfo) -> None:
@@ -56,6 +59,21 @@ def rollout_properties(rollout: Rollout) -> list[tuple[str, str]]:
     return properties
 
 
+FAILURE_MESSAGE_CHARS = 160
+
+
+def failure_line(nodeid: str, rollout: Rollout) -> str:
+    """A failed rollout in one line: item, status, reward and its parts, the first line of why."""
+    parts = [nodeid, rollout.status.value]
+    if rollout.reward is not None:
+        by_name = ", ".join(f"{name} {value:.3g}" for name, value in rollout.rewards.items())
+        parts.append(f"reward {rollout.reward:.3g}" + (f" ({by_name})" if by_name else ""))
+    why = next((line.strip() for line in (rollout.error or "").splitlines() if line.strip()), "")
+    if len(why) > FAILURE_MESSAGE_CHARS:
+        why = why[:FAILURE_MESSAGE_CHARS - 3] + "..."
+    return " ".join(parts) + (f": {why}" if why else "")
+
+
 def error_text(call: pytest.CallInfo) -> str | None:
     """Why an item failed, as its rollout record says it."""
     if call.excinfo is None:
@@ -80,4 +98,5 @@ def finish_session(run: Run, session: pytest.Session, exitstatus: int) -> int:
     if session.config.option.collectonly:
         run.finish(write_reports=False)
         return exitstatus
-    return exit_code(exitstatus, run_failed=run.finish())
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    return exit_code(exitstatus, run_failed=run.finish(interrupted=interrupted))

@@ -26,6 +26,9 @@ class Status(str, enum.Enum):
     TIMEOUT = "timeout"
     AGENT_ERROR = "agent_error"
     INFRA_ERROR = "infra_error"
+    TASK_ERROR = "task_error"
+    """The task's own code raised (a reward, the payload builder, a body's non-assertion error):
+    a bug to fix, not a wrong answer; excluded from success rates and training, like infra_error."""
 
 
 class HistoryMode(str, enum.Enum):

@@ -34,6 +34,10 @@ class RunOptions:
     def from_pytest(cls, config: pytest.Config) -> RunOptions | None:
         """The run's options; None without --agentcore-rl (then no run flag may be given)."""
         mode = config.getoption("agentcore_rl")
+        if mode is None and config.getoption("agentcore_rl_resume"):
+            from .resume_command import resumed_mode
+
+            mode = resumed_mode(Path(config.getoption("agentcore_rl_resume")))  # the run knows its mode
         if mode is None:
             for flag in RUN_FLAGS:
                 if config.getoption(flag):

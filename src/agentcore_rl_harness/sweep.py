@@ -223,13 +223,16 @@ def summarize_sweep(sweep_dir: Path) -> dict[str, Any]:
         return (metrics.get("success_rate") or 0.0, metrics.get("mean_reward") or 0.0)
 
     finished = [job for job in jobs if job["ok"]]
-    best = max(finished, key=score) if finished else None
+    top = max(map(score, finished)) if finished else None
+    leaders = [job for job in finished if score(job) == top]
+    best = leaders[0] if len(leaders) == 1 else None  # a tie has no best job
     for job in jobs:
         job["best"] = job is best
     summary = {
         "sweep_dir": str(sweep_dir),
         "jobs": jobs,
         "best": None if best is None else best["job"],
+        "tied": [job["job"] for job in leaders] if len(leaders) > 1 else [],
         "failed": [job["job"] for job in jobs if not job["ok"]],
         "ranking": "highest overall success_rate, then mean_reward",
     }
@@ -243,6 +246,15 @@ def _relative(job: dict[str, Any], sweep_dir: str) -> str:
     return os.path.relpath(report, sweep_dir)
 
 
+def _best_line(summary: dict[str, Any]) -> str:
+    if summary["best"] is not None:
+        return f"Best: job {summary['best']} ({summary['ranking']})."
+    if summary.get("tied"):
+        return (f"Best: none, jobs {', '.join(map(str, summary['tied']))} tie on {summary['ranking']}; "
+                "more rows or samples per job would tell them apart.")
+    return "Best: none (no job finished with a report)."
+
+
 def render_summary(summary: dict[str, Any]) -> str:
     def pct(value: float | None) -> str:
         return "n/a" if value is None else f"{100 * value:.1f}%"
@@ -250,8 +262,7 @@ def render_summary(summary: dict[str, Any]) -> str:
     lines = [
         f"# agentcore-rl sweep — {len(summary['jobs'])} job(s), {len(summary['failed'])} failed",
         "",
-        (f"Best: job {summary['best']} ({summary['ranking']})." if summary["best"] is not None
-         else "Best: none (no job finished with a report)."),
+        _best_line(summary),
         "",
         "| job | overrides | status | success [95% CI] | n | mean reward | delta | report |",
         "|---|---|---|---|---|---|---|---|",

@@ -113,3 +113,25 @@ def test_compare_accepts_a_report_json_and_pairs_by_task(tmp_path):
     path = tmp_path / "report.json"
     path.write_text(a.model_dump_json())
     assert json.loads(compare_runs(path, path).model_dump_json())["overall"]["pairs"] == 2 * ROWS
+
+
+def test_zero_to_zero_is_no_change_never_a_significant_one():
+    from agentcore_rl_harness.reports.compare import render_comparison
+
+    a = [make_rollout(f"r{i}", success=False, reward=0.0, status=Status.TASK_FAILED) for i in range(ROWS)]
+    b = [make_rollout(f"r{i}", success=False, reward=0.5, status=Status.TASK_FAILED) for i in range(ROWS)]
+    text = render_comparison(compare_reports(_report(a, "a"), _report(b, "b")))
+    headline = text.splitlines()[2]
+    assert "0.0% -> 0.0%" in headline
+    assert "success unchanged on every pair (no discordant pairs)" in headline
+    assert "significant change in success" not in headline and "McNemar p=1" not in headline
+    assert "mean reward changed significantly (+0.5" in headline  # the reward change keeps its own test
+
+
+def test_a_success_change_without_significance_says_so():
+    from agentcore_rl_harness.reports.compare import render_comparison
+
+    a = _rollouts({0})
+    b = _rollouts({1, 2})
+    text = render_comparison(compare_reports(_report(a, "a"), _report(b, "b")))
+    assert "no significant change in success (McNemar p=1)" in text.splitlines()[2]

@@ -101,10 +101,10 @@ def test_a_hostile_task_error_and_result_are_escaped_wherever_they_appear():
     assert page.count("<script") == 1 and places.tags.count("script") == 1
     assert '"onload=' not in page and not [a for a in places.attrs if a[1].startswith("on")]
     assert page.count("</td>") == page.count("<td") and page.count("</pre>") == page.count("<pre")
-    assert places.tags.count("td") == 9 * 3 + 13  # summary rows: task, tag:x, overall
+    assert places.tags.count("td") == 9 * 3 + 13 + 5  # summary rows: task, tag:x, overall; one reward
     # ... and each value is shown, whole, in every place it appears
     cells = places.inside("table", "td")
-    assert cells.count(task) == 2  # its rollout row and its summary row
+    assert cells.count(task) == 3  # its rollout row, its summary row and its reward function's row
     title = f"{task} / {row_id} / sample 0 / eval — task_failed"
     assert places.inside("details", "summary").count(title) == 1
     assert any(text.startswith(f"{task} eval: ") for text in places.inside("svg", "rect", "title"))

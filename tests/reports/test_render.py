@@ -22,6 +22,7 @@ ROLLOUTS = [
     make_rollout("c", status=Status.TIMEOUT, success=False, reward=None, error="timed out"),
     make_rollout("d", status=Status.INFRA_ERROR, success=None, reward=None, error="boom"),
     make_rollout("e", task="x|y", status=Status.AGENT_ERROR, success=False, reward=None),
+    make_rollout("f", status=Status.TASK_ERROR, success=None, reward=None, error="KeyError: 'x'"),
 ]
 
 
@@ -29,7 +30,10 @@ def test_markdown_escapes_table_cells_and_states_the_verdict():
     text = render_markdown(_report(ROLLOUTS))
     assert "**25.0% success (4 rollouts" in text
     assert "| x\\|y |" in text
-    assert "## Failures" in text and "- `infra_error`: 1 of 5 rollouts" in text
+    assert "## Failures" in text and "- `infra_error`: 1 of 6 rollouts" in text
+    # a bug in the task's code is counted apart and left out of n, like an infrastructure error
+    assert "- `task_error`: 1 of 6 rollouts" in text
+    assert "1 task_error(s): bugs in the task's own code, not counted" in text
     assert "[report.html](report.html)" in text and "[rollouts.jsonl](rollouts.jsonl)" in text
 
 
@@ -55,9 +59,9 @@ def test_junit_has_one_case_per_rollout_and_suite_properties(tmp_path):
     report = _report(ROLLOUTS)
     root = ET.fromstring(render_junit(report, ROLLOUTS))
     cases = root.findall(".//testcase")
-    assert len(cases) == 5
+    assert len(cases) == 6
     assert len(root.findall(".//testcase/failure")) == 3
-    assert len(root.findall(".//testcase/error")) == 1
+    assert len(root.findall(".//testcase/error")) == 2  # infra_error and task_error
     assert not root.findall(".//testcase/properties")  # the strict schema has none in a testcase
     assert {_details(case)["status"] for case in cases} == {s.value for s in Status}
     first = _details(cases[0])

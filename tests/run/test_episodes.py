@@ -80,7 +80,7 @@ def test_a_bad_payload_fails_the_task_and_a_runtime_error_is_infrastructure(tmp_
     broken = Case(spec=dataclasses.replace(spec, payload=bad_payload), row={"id": "r0"}, sample_index=0, phase="eval")
     sessions = Sessions()
     episode = asyncio.run(_runner(lambda s: {}, sessions).run(broken))
-    assert episode.outcome.status is Status.TASK_FAILED and "building the invoke payload failed" in episode.outcome.error
+    assert episode.outcome.status is Status.TASK_ERROR and "building the invoke payload failed" in episode.outcome.error
     assert sessions.finished == [episode.session_id]  # the gateway session is finished regardless
 
     def down(session):

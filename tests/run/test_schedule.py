@@ -92,3 +92,26 @@ def test_why_an_episode_is_missing(cases):
     cancelled = concurrent.futures.Future()
     cancelled.cancel()
     assert episode_or_failure(cancelled) == (None, "rollout was cancelled")
+
+
+def test_a_batch_is_scored_as_each_rollout_finishes_so_success_shows_during_the_phase(cases):
+    import threading
+
+    submit = Submit()
+    scheduler = _scheduler(submit)
+    batch = scheduler.start_batch(cases)
+    submit.finish(cases[2])
+    scored, seen = [], []
+
+    def score(index, episode):
+        scored.append(index)
+        snapshot = scheduler.progress.snapshot()
+        seen.append(snapshot.scored)
+        scheduler.progress.rollout_scored(True)
+        if index == 2:  # the others finish only after the first one is scored
+            threading.Timer(0.05, lambda: [submit.finish(case) for case in cases[:2]]).start()
+        return episode.session_id
+
+    assert batch.scored(score) == ["arl-r0", "arl-r1", "arl-r2"]  # the cases' order
+    assert scored[0] == 2 and sorted(scored) == [0, 1, 2]  # the finished one first, while 2 ran
+    assert seen[0] == 0 and scheduler.progress.snapshot().scored == 3

@@ -53,7 +53,7 @@ def test_a_body_asking_for_a_fixture_outside_pytest_gets_only_the_offline_ones(t
     spec = make_spec(tmp_path, body=test_t)
     case = Case(spec=spec, row={"id": "r0"}, sample_index=0, phase="pre")
     rollout = _scorer({"backend": object()}).score(case, _episode(case, result={}))
-    assert rollout.status is Status.TASK_FAILED and "tmp_path" in rollout.error
+    assert rollout.status is Status.TASK_ERROR and "tmp_path" in rollout.error  # the task's own mistake
 
 
 def test_before_body_fails_agent_failures_and_raises_for_the_harness(case):

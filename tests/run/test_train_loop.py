@@ -60,7 +60,18 @@ def test_each_step_rolls_out_groups_trains_and_logs_one_line(tmp_path):
     written = [json.loads(x) for x in (tmp_path / "run" / "train" / "steps.jsonl").read_text().splitlines()]
     assert written == lines and lines[0]["loss"] == 0.5 and set(lines[0]["wall_time_s"]) == {"rollout", "train", "total"}
     assert [p.name for p in trainer.saved] == ["step-00002", "step-00003"]  # every 2, and the last
-    assert said[0].startswith("agentcore-rl train step 1/3: ") and "success 0.500" in said[0]
+    assert said[0].startswith("agentcore-rl train step 1/3 (steps.jsonl step 0): ") and "success 0.500" in said[0]
+    assert lines[0]["informative_groups"] == 2 and lines[0]["informative_fraction"] == 1.0
+    assert [line["checkpoint"] for line in lines] == [None, "step-00002", "step-00003"]
+
+
+def test_steps_that_train_no_token_warn_with_the_levers_and_loudly_from_the_second_on(tmp_path):
+    trainer, said = RecordingTrainer(), []  # its traces are empty: 0 tokens trained
+    loop, _ = _loop(tmp_path, trainer, steps=2, lines=said)
+    loop.run(lambda groups: asyncio.run(trainer.step(groups=groups)))
+    warnings = [text for text in said if "trained nothing" in text]
+    assert len(warnings) == 2 and "warmup.enabled=true" in warnings[0] and "!!!!" not in warnings[0]
+    assert warnings[1].startswith("!" * 78) and "That is 2 steps in a row without an update" in warnings[1]
 
 
 def test_failed_rollouts_are_left_out_of_their_group_and_counted(tmp_path):

@@ -73,18 +73,18 @@ async def local():
     await rt.aclose()
 
 
-async def test_local_rl_app_runs_in_the_background_and_is_waited_for(local, model):
+async def test_local_rl_app_in_the_inline_mode_is_an_agent_error_naming_the_result_mode(local, model):
     url, seen = model
     session_id = new_session_id()
     outcome = await local.run_session(
         agent=agent_ref("art_rl_app_agent.py"), session_id=session_id,
         payload=payload(url, session_id), timeout_s=60,
     )
-    # no S3 triple was sent, so ART did not answer 500; the session ended only after the
-    # background handler had called the model (ping went from HealthyBusy back to Healthy)
-    assert outcome.status is Status.COMPLETED, outcome.error
-    assert called_with(seen, session_id)
-    assert outcome.result == {}  # ART keeps its result only in S3 (result_mode=s3)
+    # no S3 triple was sent, so ART did not answer 500: it answered "processing" and keeps its
+    # result only in S3, which the inline mode never reads: not a silent `{}`, but the fix
+    assert outcome.status is Status.AGENT_ERROR, outcome
+    assert "answered {'status': 'processing'} at once" in outcome.error
+    assert "Use --agentcore-rl-set runtime.result_mode=s3 (the local runtime receives it" in outcome.error
 
 
 @pytest.mark.parametrize("mode", ["s3", "start_get"])
@@ -101,7 +101,8 @@ async def test_local_result_modes_for_every_art_app(model, mode):
                 agent=AgentRef(task="t", agent=agent_ref(agent).agent, input_id="row-3"),
                 session_id=session_id, payload=payload(url, session_id), timeout_s=60,
             )
-            assert called_with(seen, session_id)
+            if outcomes[agent].status is Status.COMPLETED:
+                assert called_with(seen, session_id)
     finally:
         await rt.aclose()
     runtime_app = {"answer": "42", "rewards": {"exact": 1.0}}
@@ -112,8 +113,8 @@ async def test_local_result_modes_for_every_art_app(model, mode):
     if mode == "s3":
         assert rl_app.status is Status.COMPLETED, rl_app.error
         assert rl_app.result["rewards"] == [1.0] and rl_app.result["answer"] == "42"
-    else:  # start_get: ART's RL app ignores the envelope and answers "processing"; waited out
-        assert rl_app.status is Status.COMPLETED and rl_app.result == {}
+    else:  # start_get: ART's RL app ignores the envelope and answers "processing": no result
+        assert rl_app.status is Status.AGENT_ERROR and "runtime.result_mode=s3" in rl_app.error
 
 
 @pytest.mark.parametrize("agent", ["art_runtime_app_agent.py", "art_background_app_agent.py"])
@@ -192,7 +193,7 @@ async def test_acr_rl_app_outside_s3_mode_is_a_clear_agent_error(agents, model, 
     outcome, _, bodies, _ = await run_acr(agents["art_rl_app_agent"], model[0], aws, mode)
     assert not S3_TRIPLE & set(bodies[0]["_rollout"])  # so ART did not answer 500
     assert outcome.status is Status.AGENT_ERROR
-    assert "use runtime.result_mode=s3" in outcome.error
+    assert "Use --agentcore-rl-set runtime.result_mode=s3" in outcome.error
 
 
 @pytest.mark.parametrize("mode", ["inline", "s3", "start_get"])

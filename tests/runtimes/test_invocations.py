@@ -24,9 +24,9 @@ def getter(answers):
     return get, calls
 
 
-async def settle(answer, get=None, ping=None):
+async def settle(answer, get=None):
     get = get or getter([])[0]
-    return await inv.settle(answer, get=get, ping=ping, poll_initial_s=0.001, poll_max_s=0.01)
+    return await inv.settle(answer, get=get, poll_initial_s=0.001, poll_max_s=0.01)
 
 
 @pytest.mark.asyncio
@@ -56,19 +56,8 @@ async def test_an_invocation_without_a_result_is_a_failure_saying_why(final, sai
 
 
 @pytest.mark.asyncio
-async def test_a_background_accept_is_waited_out_through_ping():
-    statuses = ["HealthyBusy", "HealthyBusy", "Healthy"]
-
-    async def ping():
-        return statuses.pop(0)
-
-    assert await settle({"status": "processing"}, ping=ping) == {}
-    assert statuses == []
-
-
-@pytest.mark.asyncio
-async def test_a_background_accept_without_ping_names_the_result_mode_that_works():
-    with pytest.raises(inv.InvocationFailed, match="use runtime.result_mode=s3"):
+async def test_a_background_accept_is_an_invocation_failure_naming_the_result_mode_that_works():
+    with pytest.raises(inv.InvocationFailed, match="Use --agentcore-rl-set runtime.result_mode=s3"):
         await settle({"status": "processing"})
 
 

@@ -134,6 +134,18 @@ async def test_non_dict_result_is_wrapped(runtime):
     assert outcome.result == {"output": 2}
 
 
+async def test_an_agent_that_returns_none_is_an_agent_error_naming_the_fix(runtime, tmp_path):
+    forgetful = tmp_path / "forgetful_agent.py"
+    forgetful.write_text("from bedrock_agentcore import BedrockAgentCoreApp\napp = BedrockAgentCoreApp()\n\n"
+                         "@app.entrypoint\ndef invoke(payload):\n    print('the answer is 42')\n")
+    outcome = await runtime.run_session(
+        agent=AgentRef("t", str(forgetful)), session_id="s", payload={}, timeout_s=20
+    )
+    assert outcome.status is Status.AGENT_ERROR, outcome  # not {"output": None}, a wrong answer
+    assert "the agent returned nothing (None / JSON null)" in outcome.error
+    assert 'return {"answer": answer}' in outcome.error
+
+
 async def test_raising_agent_is_an_agent_error_with_its_message(runtime):
     outcome = await runtime.run_session(
         agent=agent("raising_agent.py"), session_id="s", payload={}, timeout_s=20

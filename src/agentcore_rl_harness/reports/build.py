@@ -9,7 +9,7 @@ from typing import Any
 from ..records import Rollout, Status
 from .model import (
     Delta, DeltaReport, Interval, MeanInterval, Outcome, PhaseReport, Report, RunInfo, Summary,
-    Tokens, TrainStep,
+    Tokens, TrainingSummary, TrainStep,
 )
 from .stats import (
     bootstrap_mean_interval, mcnemar_exact, paired_bootstrap, pass_at_k, pass_hat_k,
@@ -18,6 +18,9 @@ from .stats import (
 
 RolloutKey = tuple[str, str, int, str, "int | None"]
 
+
+# Statuses left out of success counts: the harness or the task's own code failed, not the agent.
+UNCOUNTED = (Status.INFRA_ERROR, Status.TASK_ERROR)
 
 def rollout_key(rollout: Rollout) -> RolloutKey:
     """What makes a rollout unique in a run: a retry of the same key replaces the earlier one."""
@@ -45,7 +48,7 @@ def deduplicate(
 
 
 def _counted(rollouts: Sequence[Rollout]) -> list[Rollout]:
-    return [r for r in rollouts if r.status is not Status.INFRA_ERROR]
+    return [r for r in rollouts if r.status not in UNCOUNTED]
 
 
 def _mean_interval(values: Sequence[float], seed: int) -> MeanInterval:
@@ -80,6 +83,8 @@ def summarize(
         }
 
     rewards = [r.reward for r in counted if r.reward is not None]
+    names = sorted({name for r in counted for name in r.rewards})
+    by_name = {name: [r.rewards[name] for r in counted if name in r.rewards] for name in names}
     prompt = sum(r.usage.prompt_tokens for r in rollouts)
     completion = sum(r.usage.completion_tokens for r in rollouts)
     elapsed = sum(r.elapsed_s for r in rollouts)
@@ -92,6 +97,7 @@ def summarize(
             n=len(counted),
         ),
         mean_reward=_mean_interval(rewards, seed),
+        reward_means={name: _mean_interval(values, seed) for name, values in by_name.items()},
         pass_at_k=over_rows(pass_at_k),
         pass_hat_k=over_rows(pass_hat_k),
         failures=dict(sorted(failures.items())),
@@ -130,7 +136,7 @@ def paired_delta(
     """Pair by (task, row, sample): exact McNemar on success, paired bootstrap on reward."""
     def usable(items):
         return {(r.task, r.row_id, r.sample_index): r for r in items
-                if _status(r) != Status.INFRA_ERROR.value}
+                if _status(r) not in {s.value for s in UNCOUNTED}}
 
     before, after = usable(pre), usable(post)
     keys = sorted(before.keys() & after.keys())
@@ -248,7 +254,31 @@ def build_report(
     if train_steps:
         report.train = [
             TrainStep(step=line["step"], reward_mean=line.get("reward_mean"),
-                      success_rate=line.get("success_rate"), loss=line.get("loss"))
+                      success_rate=line.get("success_rate"), loss=line.get("loss"),
+                      trained_tokens=line.get("trained_tokens"), informative_fraction=_informative(line)[2])
             for line in train_steps
         ]
+        report.training = training_summary(train_steps)
     return report
+
+
+def _informative(line: dict[str, Any]) -> tuple[int, int, float | None]:
+    """(informative groups, all groups, fraction) of a steps.jsonl line (older lines: from the
+    trainer's groups / groups_skipped)."""
+    if "informative_groups" in line:
+        informative, total = int(line["informative_groups"]), int(line.get("groups_total") or 0)
+    else:
+        informative = int(line.get("groups") or 0)
+        total = informative + int(line.get("groups_skipped") or 0)
+    return informative, total, (round(informative / total, 4) if total else None)
+
+
+def training_summary(train_steps: Sequence[dict[str, Any]]) -> TrainingSummary:
+    counts = [_informative(line) for line in train_steps]
+    informative, total = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    return TrainingSummary(
+        steps=len(train_steps),
+        effective_steps=sum(1 for line in train_steps if line.get("trained_tokens")),
+        informative_group_fraction=round(informative / total, 4) if total else None,
+        trained_tokens=sum(int(line.get("trained_tokens") or 0) for line in train_steps),
+    )

@@ -159,15 +159,12 @@ def render_comparison(comparison: Comparison) -> str:
     from .text import delta_table, md_cell as _md_cell, pct as _pct, pp as _pp
 
     overall = comparison.overall
-    significant = overall.pairs and min(overall.p_value, overall.reward_p_value or 1.0) < SIGNIFICANCE
     lines = [
         f"# agentcore-rl compare — {_md_cell(comparison.b_run_id)} vs "
         f"{_md_cell(comparison.a_run_id)}",
         "",
         f"**{_pct(overall.pre)} -> {_pct(overall.post)} ({_pp(overall.delta)}) on "
-        f"{overall.pairs} paired rollouts; "
-        f"{'a significant change' if significant else 'no significant change'} "
-        f"(McNemar p={overall.p_value:.3g})**",
+        f"{overall.pairs} paired rollouts; {change_verdict(overall)}**",
         "",
         f"A = `{_md_cell(comparison.a)}`, B = `{_md_cell(comparison.b)}`; unpaired: "
         f"{comparison.unpaired_a} in A, {comparison.unpaired_b} in B.",
@@ -177,6 +174,26 @@ def render_comparison(comparison: Comparison) -> str:
             ("**overall**", overall)]
     lines += delta_table(rows, before="A", after="B")
     return "\n".join(lines) + "\n"
+
+
+def change_verdict(delta: Delta) -> str:
+    """What changed, each claim with its own test: success by McNemar, mean reward by the paired
+    bootstrap. No discordant pair is "no change", never a significant one."""
+    if not delta.pairs:
+        return "nothing to compare (no paired rollouts)"
+    if delta.improved + delta.regressed == 0:
+        success = "success unchanged on every pair (no discordant pairs)"
+    elif delta.p_value < SIGNIFICANCE:
+        success = f"a significant change in success (McNemar p={delta.p_value:.3g})"
+    else:
+        success = f"no significant change in success (McNemar p={delta.p_value:.3g})"
+    reward_p = delta.reward_p_value
+    if delta.reward_delta is None or reward_p is None or abs(delta.reward_delta) < 1e-12:
+        return success
+    if reward_p < SIGNIFICANCE:
+        return (f"{success}; mean reward changed significantly ({delta.reward_delta:+.3g}, "
+                f"paired bootstrap p={reward_p:.3g})")
+    return f"{success}; mean reward {delta.reward_delta:+.3g} (not significant, p={reward_p:.3g})"
 
 
 def write_comparison(comparison: Comparison, out_dir: Path) -> tuple[Path, Path]:

@@ -23,7 +23,8 @@ from ..records import Rollout, Trace
 from ..viewer.links import rollout_link
 from .model import Report, Summary
 from .plots import histogram, success_plot, train_plot
-from .text import num as _num, pct as _pct, verdict_line
+from .text import interrupted_banner, num as _num, pct as _pct, training_banner, verdict_line
+from .transcript import Message, conversation
 
 TOKENS_SHOWN_PER_TRACE = 2000
 
@@ -74,6 +75,18 @@ class Detail:
     rewards: str
     result: str
     traces: tuple[TraceView, ...]
+    transcript: tuple[Message, ...]
+
+
+@dataclass(frozen=True)
+class RewardRow:
+    """One reward function's mean in one phase and task (or overall)."""
+
+    phase: str
+    task: str
+    name: str
+    mean: str
+    n: int
 
 
 @functools.cache
@@ -94,9 +107,10 @@ def _script() -> str:
 
 
 def render_html(
-    report: Report, rollouts: Sequence[Rollout], *, tokenizer: Path | None = None,
+    report: Report, rollouts: Sequence[Rollout], *, tokenizer: Path | None = None, decode: Decode | None = None,
 ) -> str:
-    decode = _decoder(tokenizer)
+    """The page; tokens decoded with `decode`, else with `tokenizer`'s (else shown as ids)."""
+    decode = decode or decoder(tokenizer)
     script = _script()
     model = report.run.config.get("model", {})
     ordered = sorted(rollouts, key=lambda r: (r.phase != "pre", r.phase, r.task, r.row_id,
@@ -106,7 +120,9 @@ def render_html(
         run=report.run,
         model_name=model.get("name") if isinstance(model, dict) else model,
         verdict=verdict_line(report),
+        banners=[text for text in (interrupted_banner(report), training_banner(report)) if text],
         summary_rows=_summary_rows(report),
+        reward_rows=reward_rows(report),
         plots=[plot for plot in plots if plot is not None],
         rollouts=ordered,
         details=[_detail(rollout, decode) for rollout in ordered],
@@ -139,6 +155,27 @@ def _summary_rows(report: Report) -> list[SummaryRow]:
     return shown
 
 
+def phase_summaries(report: Report) -> list[tuple[str, str, Summary]]:
+    """(phase, task or "overall", summary) of every phase the report holds."""
+    from .model import ITEM_PHASE
+
+    phases = [(phase, part.tasks, part.overall) for phase, part in (("pre", report.pre), ("warmup", report.warmup))
+              if part is not None]
+    phases.append((ITEM_PHASE.get(report.run.mode, report.run.mode), report.tasks, report.overall))
+    rows = []
+    for phase, tasks, overall in phases:
+        rows += [(phase, task, summary) for task, summary in tasks.items()]
+        if len(tasks) > 1:
+            rows.append((phase, "overall", overall))
+    return rows
+
+
+def reward_rows(report: Report) -> list[RewardRow]:
+    return [RewardRow(phase=phase, task=task, name=name, n=mean.n,
+                      mean="n/a" if mean.value is None else f"{mean.value:.3f} [{_num(mean.ci_low)}, {_num(mean.ci_high)}]")
+            for phase, task, summary in phase_summaries(report) for name, mean in summary.reward_means.items()]
+
+
 def _interval(summary: Summary) -> str:
     rate = summary.success_rate
     return f"{_pct(rate.value)} [{_pct(rate.ci_low)}, {_pct(rate.ci_high)}]"
@@ -165,6 +202,7 @@ def _detail(rollout: Rollout, decode: Decode | None) -> Detail:
         rewards=json.dumps(rollout.rewards, sort_keys=True),
         result=json.dumps(rollout.result, indent=2, ensure_ascii=False, default=str),
         traces=tuple(_trace_view(trace, decode) for trace in rollout.traces),
+        transcript=conversation(rollout, decode) if decode else (),
     )
 
 
@@ -203,7 +241,7 @@ def _trace_view(trace: Trace, decode: Decode | None) -> TraceView:
     )
 
 
-def _decoder(tokenizer: Path | None) -> Decode | None:
+def decoder(tokenizer: Path | None) -> Decode | None:
     if tokenizer is None:
         return None
     from transformers import AutoTokenizer

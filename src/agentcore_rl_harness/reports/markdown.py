@@ -2,10 +2,46 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from ..records import Rollout
 from .model import Report
-from .text import delta_table, md_cell, num, pct, pp, verdict_line
+from .text import delta_table, interrupted_banner, md_cell, num, pct, pp, training_banner, verdict_line
+from .transcript import Decode, excerpt
+
+FAILED_EXCERPTS = 10  # failed rollouts excerpted in report.md; report.html has every transcript
+
+
+def _rewards_section(report: Report) -> list[str]:
+    from .html import reward_rows
+
+    rows = reward_rows(report)
+    if not rows:
+        return []
+    lines = ["", "## Reward functions (mean [95% CI], n)", "", "| phase | task | reward function | mean [95% CI] | n |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {row.phase} | {md_cell(row.task)} | {md_cell(row.name)} | {row.mean} | {row.n} |" for row in rows]
+    return lines
+
+
+def _failed_section(rollouts: Sequence[Rollout], decode: Decode | None) -> list[str]:
+    failed = [r for r in rollouts if r.success is False or r.status.value != "completed"]
+    if not failed:
+        return []
+    lines = ["", f"## Failed rollouts ({len(failed)}; first {min(len(failed), FAILED_EXCERPTS)}, "
+                 "full transcripts in report.html)", ""]
+    for rollout in failed[:FAILED_EXCERPTS]:
+        rewards = ", ".join(f"{name} {value:.3g}" for name, value in rollout.rewards.items())
+        why = next((line.strip() for line in (rollout.error or "").splitlines() if line.strip()), "")
+        lines.append(f"- **{md_cell(rollout.task)} / {md_cell(rollout.row_id)} / sample {rollout.sample_index}** "
+                     f"({rollout.phase}): `{rollout.status.value}`, reward {num(rollout.reward)}"
+                     + (f" ({md_cell(rewards)})" if rewards else "") + (f" — {md_cell(why[:200])}" if why else ""))
+        for line in (excerpt(rollout, decode) if decode else []):
+            lines.append(f"  - {md_cell(line)}")
+        if not decode and rollout.result is not None:
+            lines.append(f"  - result: `{md_cell(str(rollout.result)[:200])}`")
+    return lines
 
 
 def _delta_section(report: Report) -> list[str]:
@@ -27,11 +63,13 @@ def _delta_section(report: Report) -> list[str]:
 def _train_section(report: Report) -> list[str]:
     if not report.train:
         return []
-    lines = ["", "## Training reward per step", "", "| step | reward | success | loss |",
-             "|---|---|---|---|"]
+    lines = ["", "## Training reward per step", "",
+             "| step | reward | success | loss | informative groups | tokens trained |",
+             "|---|---|---|---|---|---|"]
     for step in report.train:
+        tokens = "n/a" if step.trained_tokens is None else str(step.trained_tokens)
         lines.append(f"| {step.step} | {num(step.reward_mean)} | {pct(step.success_rate)} | "
-                     f"{num(step.loss, 4)} |")
+                     f"{num(step.loss, 4)} | {pct(step.informative_fraction)} | {tokens} |")
     return lines
 
 
@@ -57,14 +95,17 @@ def _files_line(report: Report, files_at: Path | None) -> str:
     return f"Files ({', '.join(names)}) are in the run directory `{files_at}`, not linked here."
 
 
-def render_markdown(report: Report, *, files_at: Path | None = None) -> str:
+def render_markdown(report: Report, *, files_at: Path | None = None, rollouts: Sequence[Rollout] = (),
+                    decode: Decode | None = None) -> str:
     """report.md; with `files_at` (a page away from the files, e.g. GitHub's step summary, where
     relative links are dead) the files are named with the run directory's path instead of linked."""
     model = report.run.config.get("model", {})
     model_name = model.get("name") if isinstance(model, dict) else model
+    banners = [text for text in (interrupted_banner(report), training_banner(report)) if text]
     lines = [
         f"# agentcore-rl {report.run.mode} report — {md_cell(report.run.id)}",
         "",
+        *(line for text in banners for line in (f"> **WARNING** {md_cell(text)}", "")),
         f"**{verdict_line(report)}**",
         "",
         f"Model `{model_name}`, wall time {report.run.wall_time_s:.1f}s, "
@@ -89,8 +130,10 @@ def render_markdown(report: Report, *, files_at: Path | None = None) -> str:
             f" | {rate.n} | {reward_text} | {pct(summary.pass_at_k.get('1'))} | {pass_hat} | "
             f"{pp(delta.delta) if delta else '—'} | {md_cell(failures)} |"
         )
+    lines += _rewards_section(report)
     lines += _delta_section(report)
     lines += _failures_section(report)
+    lines += _failed_section(rollouts, decode)
     lines += _train_section(report)
     lines += [
         "",

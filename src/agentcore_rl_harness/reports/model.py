@@ -17,8 +17,9 @@ REPORT_FORMATS = ("json", "md", "html", "junit")
 ITEM_PHASE = {"eval": "eval", "collect": "collect", "run": "post", "train": "train"}
 DENOMINATOR_POLICY = (
     "success_rate, pass@k and pass^k count every rollout the agent ran: task_failed, timeout and "
-    "agent_error are failures; infra_error rollouts (the harness failed, not the agent) are "
-    "excluded from n and counted under failures; a retried rollout counts once (its last attempt)"
+    "agent_error are failures; infra_error rollouts (the harness failed, not the agent) and "
+    "task_error rollouts (the task's own code raised) are excluded from n and counted under "
+    "failures; a retried rollout counts once (its last attempt)"
 )
 
 
@@ -48,6 +49,9 @@ class Summary(BaseModel):
     samples_per_row: int = Field(description="Fewest counted samples of any row (the largest k).")
     success_rate: Interval = Field(description="Share of successful rollouts, see denominator.")
     mean_reward: MeanInterval = Field(description="Mean reward over counted rollouts that have one.")
+    reward_means: dict[str, MeanInterval] = Field(
+        default_factory=dict,
+        description="Per reward function (by name): its mean over counted rollouts that have it.")
     pass_at_k: dict[str, float] = Field(
         description="Unbiased pass@k (at least one of k samples succeeds), averaged over rows.")
     pass_hat_k: dict[str, float] = Field(
@@ -106,6 +110,20 @@ class TrainStep(BaseModel):
     reward_mean: float | None = Field(description="Mean training reward of the step's rollouts.")
     success_rate: float | None = Field(description="Success rate of the step's rollouts.")
     loss: float | None = Field(description="Policy loss of the step.")
+    trained_tokens: int | None = Field(
+        default=None, description="Tokens that entered the loss (0: the step changed nothing).")
+    informative_fraction: float | None = Field(
+        default=None, description="Share of the step's groups whose samples' rewards differed.")
+
+
+class TrainingSummary(BaseModel):
+    """Whether training had anything to learn from: GRPO learns only from groups whose rewards differ."""
+
+    steps: int = Field(description="Trainer steps recorded.")
+    effective_steps: int = Field(description="Steps that trained at least one token (changed the policy).")
+    informative_group_fraction: float | None = Field(
+        description="Groups whose samples' rewards differed, over every group of every step.")
+    trained_tokens: int = Field(description="Tokens that entered the loss over all steps.")
 
 
 class Outcome(BaseModel):
@@ -129,6 +147,16 @@ class GateFailure(BaseModel):
     message: str = Field(description="What failed, by how much, in one line.")
 
 
+class Interrupted(BaseModel):
+    """The run was stopped (Ctrl-C, SIGTERM) before it finished: what it left on disk."""
+
+    rollouts_on_disk: int = Field(description="Rollouts in rollouts.jsonl, every phase.")
+    by_phase: dict[str, int] = Field(description="Those rollouts by phase (pre, warmup, train, post, ...).")
+    train_steps: int = Field(default=0, description="Training steps finished (lines in train/steps.jsonl).")
+    checkpoint: str | None = Field(default=None, description="The newest checkpoint (resume starts after it).")
+    resume: str = Field(description="The command that continues the run where it stopped.")
+
+
 class Report(BaseModel):
     schema_version: int = Field(default=REPORT_SCHEMA_VERSION, description="report.json version.")
     run: RunInfo = Field(description="What ran, with which config and versions.")
@@ -146,9 +174,13 @@ class Report(BaseModel):
     rl_delta: DeltaReport | None = Field(
         default=None, description="run mode with a warm-up: paired after the warm-up vs post (RL's own lift).")
     train: list[TrainStep] | None = Field(default=None, description="The reward curve, per step.")
+    training: TrainingSummary | None = Field(
+        default=None, description="train / run modes: how many steps trained anything, and why.")
     outcomes: list[Outcome] = Field(
         default_factory=list, description="Per item-phase rollout, for paired comparisons.")
     gates: list[GateFailure] = Field(default_factory=list, description="Gates that failed.")
+    interrupted: Interrupted | None = Field(
+        default=None, description="Set when the run was stopped before it finished; how to resume it.")
 
 
 def json_schema() -> dict:

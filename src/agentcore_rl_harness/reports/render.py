@@ -35,17 +35,20 @@ def write_reports(
     $GITHUB_STEP_SUMMARY when that is set and `step_summary` is true, naming the run directory
     instead of linking the files (relative links are dead on GitHub's summary page).
 
-    `tokenizer` (an HF folder) adds decoded text to the HTML token view; ids are always shown.
+    `tokenizer` (an HF folder; default the run's own model, when on this machine) decodes the
+    tokens: transcripts in report.html, excerpts of failed rollouts in report.md.
     """
-    from .html import render_html
+    from .html import decoder, render_html
+    from .transcript import run_tokenizer
 
     run_dir = Path(run_dir)
     unique, _ = deduplicate(rollouts)
-    markdown = render_markdown(report)
+    decode = decoder(tokenizer or run_tokenizer(report.run.config))
+    markdown = render_markdown(report, rollouts=unique, decode=decode)
     writers = {
         "json": ("report.json", lambda: report.model_dump_json(indent=2)),
         "md": ("report.md", lambda: markdown),
-        "html": ("report.html", lambda: render_html(report, unique, tokenizer=tokenizer)),
+        "html": ("report.html", lambda: render_html(report, unique, decode=decode)),
         "junit": ("junit.xml", lambda: render_junit(report, unique)),
     }
     for name in formats:
@@ -57,6 +60,6 @@ def write_reports(
             (run_dir / filename).write_text(content, encoding="utf-8")
     summary_path = os.environ.get(STEP_SUMMARY_ENV)
     if step_summary and summary_path:
-        summary = render_markdown(report, files_at=run_dir.resolve())
+        summary = render_markdown(report, files_at=run_dir.resolve(), rollouts=unique, decode=decode)
         with open(summary_path, "a", encoding="utf-8") as handle:
             handle.write(summary + "\n")

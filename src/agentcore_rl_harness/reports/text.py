@@ -62,6 +62,9 @@ def verdict_line(report: Report) -> str:
     infra = report.overall.failures.get(Status.INFRA_ERROR.value, 0)
     if infra:
         parts.append(f"{infra} infrastructure error(s)")
+    task_errors = report.overall.failures.get(Status.TASK_ERROR.value, 0)
+    if task_errors:
+        parts.append(f"{task_errors} task_error(s): bugs in the task's own code, not counted")
     return "; ".join(parts)
 
 
@@ -82,3 +85,31 @@ def delta_table(rows: Sequence[tuple[str, Delta]], *, before: str, after: str) -
             f"{reward} | {reward_p} |"
         )
     return lines
+
+
+def training_banner(report: Report) -> str | None:
+    """The line a report opens with when training steps changed nothing (None when all trained)."""
+    training = report.training
+    if training is None or not training.steps or training.effective_steps == training.steps:
+        return None
+    share = pct(training.informative_group_fraction)
+    levers = ("warm up from an oracle (warmup.enabled=true), a higher sampling.temperature, more "
+              "samples per group (algo.group_size), partial-credit rewards")
+    if training.effective_steps == 0:
+        return (f"TRAINING CHANGED NOTHING: 0 of {training.steps} steps trained a token ({share} of "
+                "groups had rewards that differed; GRPO learns only from those), so the policy "
+                f"after training is the initial one. Levers: {levers}.")
+    return (f"Only {training.effective_steps} of {training.steps} training steps trained anything "
+            f"({share} of groups had rewards that differed). Levers: {levers}.")
+
+
+def interrupted_banner(report: Report) -> str | None:
+    """The line a report of a stopped run opens with: what is on disk and how to go on."""
+    stopped = report.interrupted
+    if stopped is None:
+        return None
+    phases = ", ".join(f"{phase} {count}" for phase, count in stopped.by_phase.items()) or "none"
+    checkpoint = f", newest checkpoint {stopped.checkpoint}" if stopped.checkpoint else ""
+    return (f"INTERRUPTED: the run was stopped before it finished; {stopped.rollouts_on_disk} "
+            f"rollouts are on disk ({phases}), {stopped.train_steps} training step(s) done"
+            f"{checkpoint}. The numbers below cover only what finished. Resume with: {stopped.resume}")

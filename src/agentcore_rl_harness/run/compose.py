@@ -90,9 +90,11 @@ def trainer_spec(config: HarnessConfig) -> TrainerSpec | None:
     return spec_for(config.trainer.trainer.kind)
 
 
-def load_policy(config: HarnessConfig) -> Policy:
+def load_policy(config: HarnessConfig, *, run_dir: Path | None = None) -> Policy:
     """A service trainer (Tinker, SageMaker) holds the weights elsewhere: only the tokenizer is
-    loaded and the trainer's sampler serves. Otherwise the in-process model and `HFLocalSampler`."""
+    loaded and the trainer's sampler serves. `sampler=vllm`: a vLLM server samples (started here,
+    its log in `run_dir`), the in-process model only when a trainer updates it. Otherwise the
+    in-process model and `HFLocalSampler`."""
     from ..models import context_window, load_model, load_tokenizer, resolve_model
 
     model_dir = resolve_model(config.model.name)
@@ -104,6 +106,14 @@ def load_policy(config: HarnessConfig) -> Policy:
                                       config=config)
         return Policy(sampler=trainer.sampler, tokenizer=tokenizer, context_window=window, trainer=trainer,
                       where=f"trainer={config.trainer.trainer.kind} service; tokenizer {model_dir}")
+    if config.sampler.kind == "vllm":
+        from ..samplers.vllm_policy import start_policy_sampler
+
+        model = load_model(model_dir, dtype=config.model.dtype) if spec is not None else None
+        remote = start_policy_sampler(config.sampler.vllm, model_dir=model_dir, tokenizer=tokenizer, run_dir=run_dir)
+        window = min(window or config.sampler.vllm.max_model_len, config.sampler.vllm.max_model_len)
+        return Policy(sampler=remote, tokenizer=tokenizer, model=model, context_window=window,
+                      where=f"vLLM at {remote.engine.base_url} serving {model_dir}")
     from ..samplers.hf_local import HFLocalSampler
 
     model = load_model(model_dir, dtype=config.model.dtype)
@@ -198,7 +208,7 @@ class Harness:
             started = time.monotonic()
             context_window, where = None, "external sampler"
             if self._sampler is None:
-                policy = load_policy(self.config)
+                policy = load_policy(self.config, run_dir=self.private_dirs[0] if self.private_dirs else None)
                 self._sampler, self._tokenizer, self._model = policy.sampler, policy.tokenizer, policy.model
                 context_window, where = policy.context_window, policy.where
                 self._trainer = self._trainer or policy.trainer

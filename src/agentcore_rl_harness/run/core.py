@@ -66,6 +66,9 @@ class Run:
     infra_errors: int = 0
     other_failures: int = 0
     gate_failures: list[str] = field(default_factory=list)
+    task_errors_shown: set[str] = field(default_factory=set)  # tasks whose bug was printed once
+    resume_command: str | None = None  # how to continue this run if it is stopped (the plugin's)
+    interrupted: bool = False  # stopped (Ctrl-C, SIGTERM) before it finished
     report: Report | None = None
     tracking: Tracking | None = None  # logger=...: opened with the run directory
     _scheduler: Scheduler | None = None
@@ -179,8 +182,9 @@ class Run:
         self.train_steps = list(reloaded.train_steps)
         if reloaded.checkpoint is not None and self.mode in ("run", "train"):
             self.parts().trainer().load_checkpoint(reloaded.checkpoint)
+        after = f" after checkpoint {reloaded.checkpoint.name}" if reloaded.checkpoint is not None else ""
         self.write(f"agentcore-rl resume: {len(reloaded.rollouts)} rollouts kept, training continues "
-                   f"at step {reloaded.start_step}")
+                   f"at step {reloaded.start_step + 1} (steps.jsonl step {reloaded.start_step}){after}")
         return reloaded.start_step
 
     def _train_first(self, specs: list[TaskSpec], cases: list[Case], start_step: int) -> None:
@@ -189,6 +193,11 @@ class Run:
         harness = self.parts()
         try:
             if self.mode == "run":
+                plan = harness.train_plan()
+                per_step = plan.batch_rows * (plan.group_size or max((spec.samples for spec in specs), default=1))
+                pre_left = len(cases) - sum(1 for r in self.rollouts if r.phase == "pre")
+                self.progress.set_job((("pre", pre_left), ("train", max(0, plan.steps - start_step) * per_step),
+                                       ("post", len(cases))))
                 self._evaluate_as(cases, phase="pre", label="pre-eval")
                 if self.tracking:
                     self.tracking.summary(pre_eval_metrics(self.rollouts, self.config.typed.seed), step=0)
@@ -228,8 +237,8 @@ class Run:
 
     def offline_phase(self, cases: list[Case]) -> list[Rollout]:
         """Roll out and score a batch the harness scores itself (pre-eval)."""
-        episodes = self.run_batch(cases)
-        rollouts = [self.score_and_record(case, episode) for case, episode in zip(cases, episodes)]
+        batch = self.start_batch(cases)
+        rollouts = batch.scored(lambda index, episode: self.score_and_record(cases[index], episode))
         self.scheduler.tick(force=True)  # the phase's line with its success rate
         return rollouts
 
@@ -266,7 +275,18 @@ class Run:
         rollout = self.rundir.store.append(rollout)  # as written: an unstorable value fails the rollout
         self.rollouts.append(rollout)
         self.progress.rollout_scored(rollout.success)
+        if rollout.status is Status.TASK_ERROR and rollout.task not in self.task_errors_shown:
+            self.write(self._task_error_text(rollout.task, rollout.error or ""))
         return rollout
+
+    def _task_error_text(self, task: str, error: str) -> str:
+        """A bug in a task's code: its traceback the first time, one line after that."""
+        if task in self.task_errors_shown:
+            return f"task_error (a bug in task {task}'s code, traceback shown once above): " + error.split("\n")[0]
+        self.task_errors_shown.add(task)
+        return (f"agentcore-rl: task_error: task {task}'s own code raised (a reward, the payload "
+                "builder or the test body; not a wrong answer). These rollouts are left out of "
+                f"success rates and training; fix the code:\n{error}")
 
     # -- items -----------------------------------------------------------------------------
 
@@ -278,7 +298,7 @@ class Run:
         """Score an item: a train item passes when training did; a replayed one keeps its
         recorded verdict; else the agent's failure fails it, then rewards, then `body`.
         Raises `scoring.ItemFailed` (the item fails) or `HarnessError` (the harness failed)."""
-        from .scoring import ItemFailed
+        from .scoring import ItemFailed, TaskCodeError
 
         if item_id in self.train_items:
             if self.training_error:
@@ -292,7 +312,11 @@ class Run:
                 raise ItemFailed(f"{replayed.status.value} (recorded): {replayed.error}")
             return
         handle = self.rollout_for(item_id)
-        self.scorer().run_body(self.scheduler.pending[item_id].case, handle, body, arguments)
+        case = self.scheduler.pending[item_id].case
+        try:
+            self.scorer().run_body(case, handle, body, arguments)
+        except TaskCodeError as exc:  # the traceback once per task, then one line each
+            raise TaskCodeError(self._task_error_text(case.spec.name, str(exc))) from None
 
     def record_item(self, item_id: str, *, passed: bool, error: str | None = None) -> None:
         """Record an item's rollout with pytest's verdict (once; replayed and train items are
@@ -352,8 +376,14 @@ class Run:
 
     # -- the end ---------------------------------------------------------------------------
 
-    def finish(self, *, write_reports: bool = True) -> bool:
-        """Stop what runs, write the reports, judge the gates; True if the run failed."""
+    def finish(self, *, write_reports: bool = True, interrupted: bool = False) -> bool:
+        """Stop what runs, write the reports, judge the gates; True if the run failed.
+        `interrupted`: the session was stopped; the report says so and how to resume."""
+        self.interrupted = interrupted and self.rundir.opened
+        if self.interrupted and not self.rundir.shared:  # the steps a stopped loop never returned
+            from ..train_store import read_steps
+
+            self.train_steps = read_steps(self.run_dir)
         self.progress.clear()
         if self._scheduler is not None:
             self._scheduler.cancel()
@@ -386,6 +416,9 @@ class Run:
             tags={**self.task_tags, **{name: list(spec.tags) for name, spec in self.specs.items()}},
             discarded=read_discarded(self.run_dir),
         )
+        if self.interrupted:
+            resume = self.resume_command or f"pytest --agentcore-rl-resume {self.run_dir}"
+            self.report.interrupted = finish.interrupted(self.run_dir, self.rollouts, len(self.train_steps), resume)
         self.gate_failures = finish.judge_gates(self.report, self.config.typed.gates, self.compare_path)
         if self.rundir.opened:  # no rollout ran: the gates are judged, nothing is written
             finish.write_report_files(self.run_dir, self.report, self.rollouts, self.config.typed.report)

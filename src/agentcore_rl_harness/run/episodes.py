@@ -163,7 +163,7 @@ class CaseRunner:
         try:
             return plan_agent(case.spec, case.row, case.agent or self.settings.agent), None
         except Exception as exc:  # the task's oracle (or its _script) is bad: the task's fault
-            return None, SessionOutcome(status=Status.TASK_FAILED, result=None, elapsed_s=0.0,
+            return None, SessionOutcome(status=Status.TASK_ERROR, result=None, elapsed_s=0.0,
                                         error="the task's oracle failed: " + failure_text(exc))
 
     async def _invoke(
@@ -175,7 +175,7 @@ class CaseRunner:
             add_oracle_result(agent, payload)
         except Exception as exc:  # the task's payload callable or its row: the task's fault
             return SessionOutcome(
-                status=Status.TASK_FAILED, result=None,
+                status=Status.TASK_ERROR, result=None,
                 error="building the invoke payload failed: " + failure_text(exc),
                 elapsed_s=time.monotonic() - started,
             )

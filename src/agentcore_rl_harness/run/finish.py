@@ -17,8 +17,10 @@ from ..records import Rollout, Status
 from ..reports import render
 from ..reports.compare import check_gates
 from ..reports.load import load_report
-from ..reports.model import Report
+from ..reports.model import Interrupted, Report
+from ..reports.text import interrupted_banner
 from ..store import write_parquet
+from ..train_store import latest_checkpoint
 
 BASELINES_DIR = ".agentcore-rl/baselines"
 VERSIONED_PACKAGES = ("agentcore-rl-harness", "torch", "transformers", "bedrock-agentcore")
@@ -102,6 +104,8 @@ def summary_lines(*, mode: str, report: Report | None, run_dir: Path | None, inf
         lines = [f"agentcore-rl {mode}: no rollout ran, so no run directory was written"]
     else:
         lines = [f"agentcore-rl {mode}: {render.verdict(report.overall)}"]
+        if report.interrupted is not None:
+            lines.append(f"agentcore-rl {mode}: {interrupted_banner(report)}")
         if report.delta is not None:
             lines.append(f"agentcore-rl pre -> post: {render.delta_line(report.delta.overall)}")
         lines.append(f"agentcore-rl run directory: {run_dir}")
@@ -109,6 +113,16 @@ def summary_lines(*, mode: str, report: Report | None, run_dir: Path | None, inf
         lines.append(f"agentcore-rl: {infra_errors} infrastructure error(s): exit 1")
     lines += [f"agentcore-rl gate FAILED: {failure}" for failure in gate_failures]
     return lines
+
+
+def interrupted(run_dir: Path, rollouts: Sequence[Rollout], train_steps: int, resume: str) -> Interrupted:
+    """What a stopped run left on disk, and the command that continues it."""
+    by_phase: dict[str, int] = {}
+    for rollout in rollouts:
+        by_phase[rollout.phase] = by_phase.get(rollout.phase, 0) + 1
+    newest = latest_checkpoint(run_dir)
+    return Interrupted(rollouts_on_disk=len(rollouts), by_phase=by_phase, train_steps=train_steps,
+                       checkpoint=f"checkpoints/{newest[1].name}" if newest else None, resume=resume)
 
 
 def versions() -> dict[str, str]:

@@ -51,7 +51,8 @@ class Rescored:
 
 def scorable(rollout: Rollout) -> bool:
     """The agent finished, so the task can judge it again (a payload that failed has no result)."""
-    return rollout.status is Status.COMPLETED or (rollout.status is Status.TASK_FAILED and rollout.result is not None)
+    return rollout.status is Status.COMPLETED or (
+        rollout.status in (Status.TASK_FAILED, Status.TASK_ERROR) and rollout.result is not None)
 
 
 def _rows(spec: TaskSpec, splits: set[str]) -> dict[str, dict[str, Any]]:

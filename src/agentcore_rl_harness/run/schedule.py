@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..errors import HarnessError
 from ..progress import POLL_S, Progress
@@ -18,6 +19,8 @@ from ..records import Rollout
 from .cases import Case, Episode
 from .plan import CaseKey, case_key
 from .scoring import RolloutHandle
+
+T = TypeVar("T")
 
 Submit = Callable[[Case], "concurrent.futures.Future[Episode]"]
 
@@ -133,6 +136,19 @@ class RunningBatch:
             self.scheduler.tick(waiting=True)
             waiting = concurrent.futures.wait(self.futures, timeout=POLL_S)
         return [future.result() for future in self.futures]
+
+    def scored(self, score: Callable[[int, Episode], T]) -> list[T]:
+        """`score(index, episode)` for each rollout on this thread as soon as it finishes, so the
+        status line shows success during the phase, not after it; results in the cases' order."""
+        results: dict[int, T] = {}
+        while len(results) < len(self.futures):
+            waiting = [f for i, f in enumerate(self.futures) if i not in results]
+            concurrent.futures.wait(waiting, timeout=POLL_S, return_when=concurrent.futures.FIRST_COMPLETED)
+            for index, future in enumerate(self.futures):
+                if index not in results and future.done():
+                    results[index] = score(index, future.result())
+            self.scheduler.tick(waiting=True)
+        return [results[index] for index in range(len(self.futures))]
 
     def cancel(self) -> None:
         """Cancel the rollouts not yet finished (a run that stops before it needs them)."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ERROR_TEXT_LIMIT, HarnessError, RewardError, SandboxError, failure_text
+from ..errors import ERROR_TEXT_LIMIT, HarnessError, RewardError, SandboxError, failure_text, is_verdict
 from ..records import Rollout, Status, Trace, Usage
 from ..store import json_safe
 from ..tasks import AGENT_REWARD
@@ -46,6 +46,7 @@ class RolloutHandle:
         self.rewards: dict[str, float] = {}
         self.reward: float | None = None
         self.task = episode.case.spec.name
+        self.task_error: str | None = None  # the task's own code raised while scoring (a bug)
         self._sandbox = episode.sandbox  # an arl.Sandbox when the task keeps its sessions
 
     @classmethod
@@ -66,6 +67,7 @@ class RolloutHandle:
         handle.rewards = dict(rollout.rewards)
         handle.reward = rollout.reward
         handle.task = rollout.task
+        handle.task_error = None
         handle._sandbox = None  # a recorded rollout's session is gone
         return handle
 
@@ -220,15 +222,21 @@ class Verdict:
 def score_offline(case: Case, handle: RolloutHandle, call: Caller, fixtures: dict) -> Verdict:
     """Score like a pytest item would: rewards, then the body; an exception fails the task."""
     if handle.status is not Status.COMPLETED:
-        return Verdict(handle.status, handle.error, None if handle.status is Status.INFRA_ERROR else False)
+        return Verdict(handle.status, handle.error, None if handle.status in UNJUDGED else False)
     try:
         apply_rewards(handle, case, call)
         call(case.spec.fn, **offline_arguments(case, handle, fixtures))
         check_handle_rewards(handle)
-    except Exception as exc:  # the task's own verdict (AssertionError) or its bug: both fail it
+    except Exception as exc:  # the task's verdict (AssertionError) fails it; its bug is task_error
         drop_bad_rewards(handle)  # never record a NaN the body set before it failed
-        return Verdict(Status.TASK_FAILED, failure_text(exc), False)
+        if is_verdict(exc):
+            return Verdict(Status.TASK_FAILED, failure_text(exc), False)
+        return Verdict(Status.TASK_ERROR, failure_text(exc), None)
     return Verdict(Status.COMPLETED, None, True)
+
+
+# Statuses that say nothing of the agent's success (the harness or the task's code failed).
+UNJUDGED = (Status.INFRA_ERROR, Status.TASK_ERROR)
 
 
 def make_rollout(
@@ -262,14 +270,19 @@ class ItemFailed(Exception):
     `pytest.fail(message, pytrace=False)`): the agent failed, or its result cannot be stored."""
 
 
+class TaskCodeError(ItemFailed):
+    """A pytest item's task code (a reward, the body) raised something other than an assertion:
+    the item fails with the user's own traceback; its rollout is `task_error`."""
+
+
 def item_verdict(handle: RolloutHandle, *, passed: bool, error: str | None) -> Verdict:
     """The verdict of a pytest item, from its rollout and whether pytest passed it (`error`:
     why it failed, when it did)."""
     drop_bad_rewards(handle)  # a failed body may have left a bad reward on the handle
     status, why = handle.status, handle.error
     if status is Status.COMPLETED and not passed:
-        status, why = Status.TASK_FAILED, error
-    if status is Status.INFRA_ERROR:
+        status, why = (Status.TASK_ERROR, handle.task_error) if handle.task_error else (Status.TASK_FAILED, error)
+    if status in UNJUDGED:
         return Verdict(status, why, None)
     return Verdict(status, why, passed if status in (Status.COMPLETED, Status.TASK_FAILED) else False)
 
@@ -296,6 +309,9 @@ class Scorer:
         (`ItemFailed`), the harness's is an error (`HarnessError`)."""
         if handle.status is Status.INFRA_ERROR:
             raise HarnessError(f"infrastructure error in rollout: {handle.error}")
+        if handle.status is Status.TASK_ERROR:  # the payload builder raised
+            handle.task_error = handle.error
+            raise TaskCodeError(handle.error or "")
         if handle.status is not Status.COMPLETED:
             raise ItemFailed(f"{handle.status.value}: {handle.error}")
         unstorable: list[str] = []
@@ -308,8 +324,14 @@ class Scorer:
                  arguments: dict[str, Any]) -> None:
         """A pytest item's scoring: rewards, then its body with pytest's fixture values."""
         self.before_body(handle)
-        apply_rewards(handle, case, self.call)
-        self.call(body, **arguments)
+        try:
+            apply_rewards(handle, case, self.call)
+            self.call(body, **arguments)
+        except Exception as exc:
+            if is_verdict(exc):
+                raise  # pytest reports the assertion as it always does
+            handle.task_error = failure_text(exc)
+            raise TaskCodeError(handle.task_error) from None
         check_handle_rewards(handle)  # the body may have set a NaN / non-numeric reward
 
     def rollout(self, case: Case, episode: Episode | None, handle: RolloutHandle | None,

@@ -34,6 +34,7 @@ from ..trainers.base import StepMetrics, Trainer, TrainGroup
 from ..trainers.grpo import EXCLUDED_STATUSES as EXCLUDED
 from ..trainers.grpo import training_reward
 from .cases import Case, Episode
+from .learning_signal import idle_warning, step_signal
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class TrainingLoop:
         self.write = write
         self.start_step = start_step
         self.on_step = on_step  # each step's line once it is in train/steps.jsonl (the trackers)
+        self.idle_streak = 0  # steps in a row that trained nothing
         self.schedule = RowSchedule(specs, plan.seed)
         self.schedule.skip_steps(start_step, plan.batch_rows)
 
@@ -129,11 +131,14 @@ class TrainingLoop:
                 rollout_s = time.monotonic() - current.started
                 if self.plan.overlap and step + 1 < self.plan.steps:
                     batch = self._start(step + 1)  # runs during this step's scoring and update
-                line = self._train(step, current.cases, episodes, rollout_s, step_once, last_line_at)
+                due = (step + 1) % self.plan.checkpoint_every == 0 or step + 1 == self.plan.steps
+                checkpoint = checkpoint_name(step) if due else None
+                line = self._train(step, current.cases, episodes, rollout_s, step_once, last_line_at,
+                                   checkpoint)
                 last_line_at = time.monotonic()
                 lines.append(line)
-                if (step + 1) % self.plan.checkpoint_every == 0 or step + 1 == self.plan.steps:
-                    self.trainer.save_checkpoint(self.checkpoint_dir / f"step-{step + 1:05d}")
+                if checkpoint is not None:
+                    self.trainer.save_checkpoint(self.checkpoint_dir / checkpoint)
                 if batch is None and step + 1 < self.plan.steps:
                     batch = self._start(step + 1)
         finally:
@@ -157,6 +162,7 @@ class TrainingLoop:
         rollout_s: float,
         step_once: Callable[[list[TrainGroup]], StepMetrics],
         since: float,
+        checkpoint: str | None = None,
     ) -> dict[str, Any]:
         rollouts = [self.score(case, episode) for case, episode in zip(cases, episodes)]
         groups, excluded = build_groups(rollouts)
@@ -173,6 +179,7 @@ class TrainingLoop:
             "reward_mean": statistics.fmean(rewards) if rewards else None,
             "reward_std": statistics.pstdev(rewards) if len(rewards) > 1 else None,
             "success_rate": statistics.fmean(successes) if successes else None,
+            **step_signal(rollouts),
             **metrics.to_json(),
             # rollout: from the batch's start until its last episode ended (with overlap_rollouts
             # it began during the previous update); train: the update; total: the wall time since
@@ -184,15 +191,21 @@ class TrainingLoop:
             },
         }
         line["step"] = step
+        line["checkpoint"] = checkpoint  # saved after this step (resume continues after it)
         with open(self.train_dir / STEPS_FILE, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(line) + "\n")
         if self.on_step is not None:
             self.on_step(line)
+        saved = f", checkpoint {checkpoint}" if checkpoint else ""
         self.write(
-            f"agentcore-rl train step {step + 1}/{self.plan.steps}: reward "
+            f"agentcore-rl train step {step + 1}/{self.plan.steps} (steps.jsonl step {step}{saved}): reward "
             f"{_fmt(line['reward_mean'])}, success {_fmt(line['success_rate'])}, loss "
-            f"{_fmt(line.get('loss'))}, {len(groups)} groups, {line['wall_time_s']['total']}s"
+            f"{_fmt(line.get('loss'))}, {line['informative_groups']}/{line['groups_total']} groups "
+            f"informative, {line['trained_tokens']} tokens trained, {line['wall_time_s']['total']}s"
         )
+        self.idle_streak = self.idle_streak + 1 if not line["trained_tokens"] else 0
+        if self.idle_streak:
+            self.write(idle_warning(line, streak=self.idle_streak, total_steps=self.plan.steps))
         return line
 
 
@@ -209,6 +222,11 @@ class _Started:
     cases: list[Case]
     started: float
     rollouts: Batch
+
+
+def checkpoint_name(step: int) -> str:
+    """The checkpoint saved after 0-based `step`: named by the steps done (step 0 -> step-00001)."""
+    return f"step-{step + 1:05d}"
 
 
 def _fmt(value: Any) -> str:

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ._results import as_result
+from ._results import ResultError, as_result
 
 RESULT_MODES = ("inline", "s3", "start_get")
 ENVELOPE_KEY = "_agentcore_runtime"
@@ -31,7 +31,6 @@ _BACKGROUND_KEYS = frozenset({"status", "s3_bucket", "result_key"})
 BACKGROUND_STATES = ("processing", "accepted")
 
 Get = Callable[[str], Awaitable[Any]]  # invocation id -> the agent's answer to a `get`
-Ping = Callable[[], Awaitable[str]]  # -> the agent's /ping status ("Healthy", "HealthyBusy")
 
 
 class InvocationFailed(Exception):
@@ -98,30 +97,27 @@ async def settle(
     answer: dict[str, Any],
     *,
     get: Get,
-    ping: Ping | None,
     poll_initial_s: float,
     poll_max_s: float,
 ) -> dict[str, Any]:
     """The agent's result from its first answer: a start/get state is followed with `get` until
-    it ends; a background accept is waited out through `ping` (its result went nowhere: `{}`)
-    or, with no way to watch it, is an `InvocationFailed` saying which result mode works."""
+    it ends; a background accept (its result goes only to S3, which this result mode does not
+    read) is an `InvocationFailed` naming the result mode that works, at once."""
     state = invocation_state(answer)
     if state is not None:
         return await _follow(state, get, poll_initial_s, poll_max_s)
     if not is_background_accept(answer):
         return answer
-    if ping is None:
-        raise InvocationFailed(
-            f"the agent answered {answer!r} at once and runs in the background "
-            "(agentcore-rl-toolkit's AgentCoreRLApp.rollout_entrypoint); it saves its result "
-            "only to S3, and this result mode cannot see when it ends: use "
-            "runtime.result_mode=s3 with runtime.s3_bucket"
-        )
-    delay = poll_initial_s
-    while await ping() != "Healthy":
-        await asyncio.sleep(delay)
-        delay = min(delay * 1.5, poll_max_s)
-    return {}
+    raise InvocationFailed(BACKGROUND_ACCEPT_FIX.format(answer=answer))
+
+
+BACKGROUND_ACCEPT_FIX = (
+    "the agent answered {answer!r} at once and runs in the background (agentcore-rl-toolkit's "
+    "AgentCoreRLApp.rollout_entrypoint); it saves its result only to S3, which this result mode "
+    "does not read, so the rollout would have no result. Use --agentcore-rl-set "
+    "runtime.result_mode=s3 (the local runtime receives it on a loopback S3 stand-in: no AWS "
+    "account or bucket needed; on AgentCore add runtime.s3_bucket=BUCKET)"
+)
 
 
 async def _follow(
@@ -141,6 +137,9 @@ async def _follow(
             )
         state = following
     if state["status"] == "completed" and "result" in state and "error" not in state:
-        return as_result(state["result"])
+        try:
+            return as_result(state["result"])
+        except ResultError as exc:  # the invocation completed with None
+            raise InvocationFailed(f"invocation {invocation_id}: {exc}") from None
     detail = state.get("error") or "no result"
     raise InvocationFailed(f"invocation {invocation_id} ended {state['status']}: {detail}")

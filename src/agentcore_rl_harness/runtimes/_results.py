@@ -21,8 +21,17 @@ class ResultError(Exception):
         self.streamed_error = streamed_error
 
 
+NO_RESULT = (
+    "the agent returned nothing (None / JSON null): its entrypoint must return its result, e.g. "
+    "`return {\"answer\": answer}` (a handler that only prints, or a missing `return`, gives None)"
+)
+
+
 def as_result(value: Any) -> dict[str, Any]:
-    """A result is a JSON object; any other JSON value is wrapped as {"output": value}."""
+    """A result is a JSON object; any other JSON value is wrapped as {"output": value}; None is
+    no result (`ResultError`), not a wrong answer."""
+    if value is None:
+        raise ResultError(NO_RESULT)
     return value if isinstance(value, dict) else {"output": value}
 
 

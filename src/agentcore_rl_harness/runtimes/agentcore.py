@@ -304,7 +304,7 @@ class AgentCoreRuntime(AgentRuntime):
 
         try:
             return await invocations.settle(
-                answer, get=get, ping=None, poll_initial_s=self.config.poll_initial_s, poll_max_s=self.config.poll_max_s
+                answer, get=get, poll_initial_s=self.config.poll_initial_s, poll_max_s=self.config.poll_max_s
             )
         except invocations.InvocationFailed as failure:
             raise self._calls.SessionFailed(Status.AGENT_ERROR, str(failure)) from None

@@ -92,6 +92,9 @@ _AGENT_SOCKET = ".agent.sock"
 _MAX_UNIX_PATH = 107
 
 
+LOAD_FAILED = "cannot load the agent: "  # how a session says its agent failed to import
+
+
 class LocalRuntime(AgentRuntime):
     """Runs each agent session in its own process; implements `AgentRuntime`."""
 
@@ -155,6 +158,10 @@ class LocalRuntime(AgentRuntime):
         self._slots = asyncio.Semaphore(config.concurrency)
         self._live: set[Child] = set()
         self._sessions: dict[str, LocalSession] = {}
+        # Per agent: the first session's start (later ones wait for it), and a load error, which
+        # ends every later session of that agent at once instead of importing it again.
+        self._first_starts: dict[str, asyncio.Future[None]] = {}
+        self._load_errors: dict[str, str] = {}
         self._closed = False
         self._zygotes = ZygotePool(
             python=python, startup_timeout_s=config.startup_timeout_s, kill_grace_s=kill_grace_s,
@@ -273,7 +280,7 @@ class LocalRuntime(AgentRuntime):
                     hosts_path=session.workdir.with_name(session.workdir.name + ".hosts"))
             try:
                 async with asyncio.timeout_at(deadline):
-                    port = await self._start(session, spec, import_root)
+                    port = await self._start_once_loadable(session, spec, import_root)
                     payload, key = invocations.prepare_payload(
                         payload, result_mode=self.result_mode, exp_id=self.exp_id,
                         bucket=self.s3_bucket, input_id=str(agent.input_id or agent.task),
@@ -334,6 +341,28 @@ class LocalRuntime(AgentRuntime):
             if name in os.environ:
                 env[name] = os.environ[name]
         return env
+
+    async def _start_once_loadable(self, session: LocalSession, spec: str, import_root: str) -> int | str:
+        """`_start`, but an agent that failed to load is not started again: its first session
+        loads it while the others wait, and if it cannot be imported they all end at once."""
+        first = self._first_starts.get(spec)
+        if first is None:
+            first = self._first_starts[spec] = asyncio.get_running_loop().create_future()
+            try:
+                return await self._start(session, spec, import_root)
+            except AgentFailed as failure:
+                if failure.error.startswith(LOAD_FAILED):
+                    self._load_errors[spec] = failure.error
+                raise
+            finally:
+                if not first.done():
+                    first.set_result(None)
+        await asyncio.shield(first)
+        if spec in self._load_errors:
+            raise AgentFailed(Status.AGENT_ERROR, (
+                f"agent {spec} failed to load in an earlier session of this run, so it is not "
+                f"started again; fix it and rerun: " + self._load_errors[spec].splitlines()[0]))
+        return await self._start(session, spec, import_root)
 
     async def _start(self, session: LocalSession, spec: str, import_root: str) -> int | str:
         session.caps = self.caps.open(session.workdir)  # its tmpfs first: the env makes tmp/
@@ -440,7 +469,7 @@ class LocalRuntime(AgentRuntime):
                 session, f"agent {spec} wrote an unexpected ready line {line[:200]!r}"
             ) from None
         if "error" in ready:
-            raise AgentFailed(Status.AGENT_ERROR, f"cannot load the agent: {ready['error']}")
+            raise AgentFailed(Status.AGENT_ERROR, f"{LOAD_FAILED}{ready['error']}")
         return str(ready["unix"]) if "unix" in ready else int(ready["port"])
 
     async def _wait_healthy(self, session: LocalSession, port: int | str, spec: str) -> None:
@@ -502,13 +531,8 @@ class LocalRuntime(AgentRuntime):
                 body = await read_body(response, self.caps.result_bytes)
             return parse_result(response, session, body)
 
-        async def ping() -> str:
-            return str((await c.get("/ping")).json().get("status"))
-
         try:
-            return await invocations.settle(
-                answer, get=get, ping=ping, poll_initial_s=0.05, poll_max_s=1.0
-            )
+            return await invocations.settle(answer, get=get, poll_initial_s=0.05, poll_max_s=1.0)
         except invocations.InvocationFailed as failure:
             raise AgentFailed(Status.AGENT_ERROR, f"{failure}{stderr_section(session)}") from None
         except httpx.TransportError as exc:

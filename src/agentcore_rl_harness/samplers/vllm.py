@@ -52,7 +52,7 @@ class VLLMSampler:
         self._http = HttpClient(engine=ENGINE, timeout_s=timeout_s, max_connections=max_connections)
 
     def request_body(self, prompt_token_ids: Sequence[int], params: SamplingParams,
-                     stream: bool = True) -> dict[str, Any]:
+                     stream: bool = True, *, model: str | None = None) -> dict[str, Any]:
         sampling: dict[str, Any] = {
             "n": 1, "temperature": params.temperature, "top_p": params.top_p,
             "top_k": params.top_k if params.top_k > 0 else -1, "max_tokens": params.max_tokens,
@@ -63,14 +63,21 @@ class VLLMSampler:
             sampling["seed"] = params.seed
         body: dict[str, Any] = {"request_id": uuid.uuid4().hex, "token_ids": _ids(prompt_token_ids),
                                 "sampling_params": sampling, "stream": stream}
-        if self.model is not None:
-            body["model"] = self.model
+        model = model or self.model
+        if model is not None:
+            body["model"] = model
         return body
 
     async def sample(self, *, prompt_token_ids: Sequence[int], params: SamplingParams,
                      on_token: TokenCallback | None = None) -> SampleResult:
+        return await self.sample_as(prompt_token_ids=prompt_token_ids, params=params, on_token=on_token,
+                                    model=self.model, policy_version=self.policy_version)
+
+    async def sample_as(self, *, prompt_token_ids: Sequence[int], params: SamplingParams,
+                        on_token: TokenCallback | None, model: str | None, policy_version: int) -> SampleResult:
+        """`sample` from the served model (or LoRA adapter) `model`, reported as `policy_version`."""
         stream = wants_stream(self.stream, on_token)
-        body = self.request_body(prompt_token_ids, params, stream)
+        body = self.request_body(prompt_token_ids, params, stream, model=model)
         headers = routing_headers(self.routing_header)
         tokens = TokenStream(engine=ENGINE, on_token=on_token)
         finish = None
@@ -83,7 +90,7 @@ class VLLMSampler:
                 finish = _take(event, tokens) or finish
         if finish is None:
             raise SamplingError(f"{ENGINE} answer for request {body['request_id']} has no finish_reason")
-        return tokens.result(finish_reason(finish, engine=ENGINE), policy_version=self.policy_version)
+        return tokens.result(finish_reason(finish, engine=ENGINE), policy_version=policy_version)
 
     async def aclose(self) -> None:
         await self._http.aclose()
