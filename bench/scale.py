@@ -28,6 +28,7 @@ Prints one JSON line per run, then a markdown table (bench/RESULTS.md's).
 
 from __future__ import annotations
 
+from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 import argparse
 import asyncio
 import contextlib
@@ -234,8 +235,7 @@ async def run_harness(args: argparse.Namespace) -> dict:
                         ray_address=args.ray_address, name=args.limiter_name),
         tps_per_arn={ARN: args.tps}, concurrency=args.sessions,
     )
-    runtime = AgentCoreRuntime(arns={"*": ARN}, endpoint_url=args.endpoint,
-                               concurrency=args.sessions, limiter=limiter, read_timeout_s=900)
+    runtime = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": ARN}, endpoint_url=args.endpoint, concurrency=args.sessions, read_timeout_s=900), limiter=limiter)
     sampling = SamplingParams(max_tokens=32)
 
     async def rollout(index: int) -> tuple[str, int, list[float]]:

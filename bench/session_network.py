@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
 from agentcore_rl_harness.runtimes.base import AgentRef  # noqa: E402
 from agentcore_rl_harness.runtimes.isolation import IsolationChoice  # noqa: E402
 from agentcore_rl_harness.runtimes.local import LocalRuntime  # noqa: E402
@@ -42,8 +43,7 @@ def cpu_s() -> float:
 
 
 async def one_arm(mode: str, sessions: int, concurrency: int) -> dict:
-    runtime = LocalRuntime(concurrency=concurrency, startup_timeout_s=120, kill_grace_s=0.5,
-                           isolation=IsolationChoice(kind="bwrap", network=NetworkPolicy(mode=mode)))
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=concurrency, startup_timeout_s=120), kill_grace_s=0.5, isolation=IsolationChoice(kind="bwrap", network=NetworkPolicy(mode=mode)))
     payload = {"x": 1, "_rollout": {"base_url": "http://127.0.0.1:9/v1"}}
     cpu, wall = cpu_s(), time.perf_counter()
     try:

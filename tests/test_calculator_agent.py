@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes.base import AgentRef
 from agentcore_rl_harness.runtimes.local import LocalRuntime
@@ -202,7 +203,7 @@ def model_server():
 
 async def run_agent(model_server, prompt: str, session_id: str):
     model_server.requests.clear()
-    runtime = LocalRuntime(kill_grace_s=0.5)
+    runtime = LocalRuntime(LocalRuntimeConfig(), kill_grace_s=0.5)
     payload = {
         "prompt": prompt,
         "_rollout": {
@@ -274,7 +275,7 @@ async def test_agent_stops_after_three_model_calls(model_server):
 
 @pytest.mark.asyncio
 async def test_agent_outside_the_harness_is_an_agent_error(model_server):
-    runtime = LocalRuntime(kill_grace_s=0.5)
+    runtime = LocalRuntime(LocalRuntimeConfig(), kill_grace_s=0.5)
     try:
         outcome = await runtime.run_session(
             agent=AgentRef(task="arith", agent=str(AGENT_FILE)),

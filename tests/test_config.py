@@ -24,8 +24,15 @@ def test_overrides_reach_typed_nodes():
     "override, message",
     [
         ("model=nope", "Could not find 'model/nope'"),
-        ("eval.nokey=1", "Could not override 'eval.nokey'"),
-        ("+eval.nokey=1", "unknown config key(s) ['nokey'] under eval"),
+        ("eval.nokey=1", "unknown config key(s) `nokey` under eval; valid keys of eval: max_rows, samples, "
+                         "split, temperature, timeout_s"),
+        ("+eval.nokey=1", "unknown config key(s) `nokey` under eval"),
+        ("eval.max_row=3", "did you mean `max_rows` (not `max_row`)?"),
+        ("trainer.stepz=2", "did you mean `steps` (not `stepz`)? valid keys of trainer (trainer=local): "
+                            "adam_beta1, adam_beta2, adam_eps, autocast_dtype, batch_rows, checkpoint_every"),
+        ("runtime.limits.memroy_mb=2", "did you mean `memory_mb` (not `memroy_mb`)? valid keys of "
+                                       "runtime.limits: file_size_mb, memory_mb, open_files, processes"),
+        ("sede=1", "did you mean `seed` (not `sede`)?"),
         ("eval.max_rows=abc", "eval.max_rows must be int"),
         ("sampling.temperature=hot", "sampling.temperature must be float"),
         ("runtime.kind=bogus", "valid choices: ['local', 'agentcore']"),
@@ -199,10 +206,13 @@ def test_packaged_yaml_defaults_equal_the_typed_defaults(trainer):
 
 def test_one_sampling_default_for_runs_and_the_gateway():
     from agentcore_rl_harness.config import SamplingConfig
-    from agentcore_rl_harness.gateway.server import GatewayConfig
+    import inspect
+
+    from agentcore_rl_harness.gateway.server import GatewayServer
     from agentcore_rl_harness.records import SamplingParams
 
-    assert SamplingConfig().to_params() == SamplingParams() == GatewayConfig().sampling
+    server_default = inspect.signature(GatewayServer).parameters["sampling"].default
+    assert SamplingConfig().to_params() == SamplingParams() == server_default
     assert compose_config([]).typed.sampling == SamplingConfig()
     assert SamplingParams().max_tokens == 128  # what runs without sampling.max_tokens have used
 

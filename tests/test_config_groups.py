@@ -67,7 +67,7 @@ def test_group_options_and_key_overrides_compose(overrides, check):
         ("report.progress=fancy", "report.progress='fancy' is not supported; valid choices: "
                                   "['auto', 'lines', 'off']"),
         ("report.step_summary=maybe", "report.step_summary must be bool"),
-        ("+report.pdf=1", "unknown config key(s) ['pdf'] under report"),
+        ("+report.pdf=1", "unknown config key(s) `pdf` under report"),
     ],
 )
 def test_bad_values_name_the_choices(override, message):

@@ -14,20 +14,18 @@ ROOT = Path(agentcore_rl_harness.__file__).parent
 # Bottom to top. A module may import its own layer or lower ones, never a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "records", "conf", "heap"),
+    ("config_schema",),
     ("tasks", "store", "train_store", "models", "agent", "progress", "serving", "sanity_agents", "scaffold"),
     ("gateway",),
     ("samplers", "runtimes"),
     ("trainers", "tinker_server"),
     ("reports", "trackers", "viewer"),
     ("config",),
-    ("run", "runner", "training", "scoring"),
-    ("session", "fixtures", "plugin", "pytest_outcomes", "sharding", "_shard_scheduling", "integrations", "sweep",
-     "resume_command", "task_collection",
-     "standalone_gateway", "cli"),
+    ("run",),
+    ("fixtures", "plugin", "pytest_outcomes", "sharding", "_shard_scheduling", "integrations", "sweep",
+     "resume_command", "task_collection", "standalone_gateway", "cli", "config_reference", "run_options"),
     ("",),  # the package's own __init__: the public facade
 )
-# Old import paths kept for one release: they import the new home (upward) and warn.
-DEPRECATED_SHIMS = {"gateway.standalone", "runner", "session", "scoring", "training"}
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -135,7 +133,7 @@ def test_no_arrow_runs_up_a_layer():
         f"{source} (layer {layer_of(source)}) -> {target} (layer {layer_of(target)})"
         for source, targets in sorted(import_graph().items())
         for target in sorted(targets)
-        if source and target and source not in DEPRECATED_SHIMS and layer_of(target) > layer_of(source)
+        if source and target and layer_of(target) > layer_of(source)
     ]
     assert upward == []
 
@@ -146,17 +144,3 @@ def test_nothing_imports_the_package_facade():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-
-
-def test_deprecated_shims_warn_and_still_work():
-    import importlib
-    import sys
-    import warnings
-
-    for shim in sorted(DEPRECATED_SHIMS):
-        sys.modules.pop(f"{PACKAGE}.{shim}", None)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            module = importlib.import_module(f"{PACKAGE}.{shim}")
-        assert any(issubclass(w.category, DeprecationWarning) for w in caught), shim
-        assert module.__all__ and all(hasattr(module, name) for name in module.__all__)

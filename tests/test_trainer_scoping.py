@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agentcore_rl_harness.config import compose_config, dropped_keys_message
+from agentcore_rl_harness.config import compose_config
+from agentcore_rl_harness.trainers.section import dropped_keys_message
 from agentcore_rl_harness.errors import ConfigError, ConfigWarning
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +28,7 @@ def test_the_chosen_kind_keeps_its_settings_and_typos_stay_errors(recwarn):
     section = compose_config([], source=BUNDLED_CONFIGS).typed.trainer
     assert section.trainer.lr == 1.0e-4 and section.dropped == () and dropped_keys_message(section) is None
     assert not [w for w in recwarn if issubclass(w.category, ConfigWarning)]
-    with pytest.raises(ConfigError, match=r"unknown config key\(s\) \['lrr'\] under trainer"):
+    with pytest.raises(ConfigError, match=r"unknown config key\(s\) `lrr` under trainer \(trainer=verl\); valid keys"):
         compose_config(["trainer=verl", "+trainer.lrr=1"], source=BUNDLED_CONFIGS)
 
 

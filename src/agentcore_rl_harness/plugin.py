@@ -23,9 +23,9 @@ from .progress import PytestTerminal
 from .pytest_outcomes import RUN_KEY, call_task, failure_line, finish_session, record_report, rollout_properties  # noqa: F401
 from .pytest_outcomes import run_of as _run
 from .run.core import Run
-from .run.finish import resolve_baseline
+from .run_options import RunOptions
 from .run.plan import MODES, item_name
-from .resume_command import resume_command, resumed_mode
+from .resume_command import resume_command
 from .task_collection import no_tasks_message, uncollected_function_message
 from .tasks import task_spec
 
@@ -91,6 +91,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="keep this run's report as the named baseline (.agentcore-rl/baselines/NAME.json)",
     )
+    group.addoption(
+        "--agentcore-rl-show-config",
+        dest="agentcore_rl_show_config",
+        action="store_true",
+        default=False,
+        help="print the run's composed config (every key, defaults included) and exit before "
+        "collecting or running anything",
+    )
     parser.addini("agentcore_rl_set", "Hydra overrides applied before --agentcore-rl-set", "linelist")
 
 
@@ -111,71 +119,32 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "agentcore_rl_task: a task test declared with @agentcore_rl_harness.task"
     )
-    mode = config.getoption("agentcore_rl")
-    if mode is None and config.getoption("agentcore_rl_resume"):
-        mode = resumed_mode(Path(config.getoption("agentcore_rl_resume")))  # the run knows its mode
-    if mode is None:
-        for flag in (
-            "agentcore_rl_set", "agentcore_rl_config", "agentcore_rl_out", "agentcore_rl_resume",
-            "agentcore_rl_compare", "agentcore_rl_save_baseline",
-        ):
-            if config.getoption(flag):
-                name = "--" + flag.replace("_", "-")
-                raise pytest.UsageError(f"{name} needs --agentcore-rl MODE ({', '.join(MODES)})")
+    if config.getoption("agentcore_rl_show_config"):
+        _show_config(config)
+    options = RunOptions.from_pytest(config)
+    if options is None:
         return
-    if mode not in MODES:
-        raise pytest.UsageError(
-            f"--agentcore-rl {mode!r}: unknown mode; valid choices: {', '.join(MODES)}"
-        )
+    mode, resume = options.mode, options.resume
     where = sharding.role(config)  # under pytest -n: 'controller' or 'worker'
     if where == "controller":
         sharding.check_controller(config, mode)
-    overrides = [*config.getini("agentcore_rl_set"), *config.getoption("agentcore_rl_set")]
-    for override in overrides:
-        if "=" not in override:
-            raise pytest.UsageError(
-                f"--agentcore-rl-set {override!r}: expected KEY=VALUE (e.g. model=tiny)"
-            )
-    config_path = config.getoption("agentcore_rl_config")
-    out = config.getoption("agentcore_rl_out")
-    resume = config.getoption("agentcore_rl_resume")
-    if resume and (config_path or out):
-        raise pytest.UsageError(
-            "--agentcore-rl-resume DIR reuses DIR's config.yaml and directory; drop "
-            "--agentcore-rl-config / --agentcore-rl-out"
-        )
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     terminal = PytestTerminal(reporter) if reporter is not None else None
     try:
         if where == "worker":
             run = sharding.attached_run(config, mode, terminal)
         elif resume:
-            run = Run.resume(
-                mode=mode,
-                run_dir=Path(resume),
-                overrides=overrides,
-                rootdir=Path(config.rootpath),
-                terminal=terminal,
-            )
+            run = Run.resume(mode=mode, run_dir=resume, overrides=list(options.overrides),
+                             rootdir=options.rootdir, terminal=terminal)
         else:
-            run = Run.create(
-                mode=mode,
-                overrides=overrides,
-                config_path=Path(config_path) if config_path else None,
-                out_dir=Path(out) if out else None,
-                rootdir=Path(config.rootpath),
-                terminal=terminal,
-            )
+            run = Run.create(mode=mode, overrides=list(options.overrides), config_path=options.config_path,
+                             out_dir=options.out, rootdir=options.rootdir, terminal=terminal)
     except ConfigError as exc:
         raise pytest.UsageError(f"agentcore-rl config: {exc}") from exc
     except HarnessError as exc:
         raise pytest.UsageError(f"agentcore-rl: {exc}") from exc
-    baseline = config.getoption("agentcore_rl_compare")
-    if baseline:
-        try:
-            run.compare_path = resolve_baseline(Path(config.rootpath), baseline)
-        except HarnessError as exc:
-            raise pytest.UsageError(str(exc)) from exc
+    if options.compare is not None:
+        run.compare_path = options.compare
     regression = run.config.typed.gates.max_regression
     if regression and run.compare_path is None:
         raise pytest.UsageError(
@@ -184,13 +153,8 @@ def pytest_configure(config: pytest.Config) -> None:
             "--agentcore-rl-save-baseline), or drop the gate with --agentcore-rl-set "
             "gates.max_regression=null"
         )
-    name = config.getoption("agentcore_rl_save_baseline")
-    if name is not None:
-        if not name or "/" in name or name.startswith("."):
-            raise pytest.UsageError(
-                f"--agentcore-rl-save-baseline {name!r}: use a plain name like 'main'"
-            )
-        run.save_baseline = name
+    if options.save_baseline is not None:
+        run.save_baseline = options.save_baseline
     run.resume_command = resume_command(config.invocation_params.args, run.run_dir)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(ProgressHooks(run), "agentcore-rl-progress")
@@ -204,6 +168,26 @@ def pytest_configure(config: pytest.Config) -> None:
     elif where == "worker":
         config.pluginmanager.register(sharding.ShardWorker(run), "agentcore-rl-shard")
     _interrupt_on_sigterm()
+
+
+def _show_config(config: pytest.Config) -> None:
+    """`--agentcore-rl-show-config`: compose as a run would (its config dir or file, the ini's and
+    the command line's overrides; a resumed run's config.yaml) and print it, then exit 0."""
+    import yaml
+
+    from .config import compose_config, default_config_source
+
+    overrides = [*config.getini("agentcore_rl_set"), *config.getoption("agentcore_rl_set")]
+    path, resume = config.getoption("agentcore_rl_config"), config.getoption("agentcore_rl_resume")
+    source = (Path(resume) / "config.yaml" if resume else Path(path) if path
+              else default_config_source(Path(config.rootpath)))
+    try:
+        composed = compose_config(overrides, source=source)
+    except ConfigError as exc:
+        raise pytest.UsageError(f"agentcore-rl config: {exc}") from exc
+    print(f"# agentcore-rl config from {composed.source}; overrides: {list(composed.overrides)}")
+    print(yaml.safe_dump(composed.resolved, sort_keys=False), end="", flush=True)
+    pytest.exit("agentcore-rl: config shown, nothing run", returncode=0)
 
 
 class ProgressHooks:

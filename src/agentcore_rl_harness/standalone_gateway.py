@@ -18,7 +18,8 @@ from typing import Any, TextIO
 from .errors import ConfigError
 from .records import SessionLimits
 from .gateway.rendering import ChatTemplateRenderer
-from .gateway.server import GatewayConfig, GatewayServer
+from .gateway.config import GatewayConfig, GatewayTLS
+from .gateway.server import GatewayServer
 from .records import HistoryMode
 
 SAMPLERS = ("hf", "vllm", "sglang", "tinker")
@@ -48,10 +49,9 @@ def run_standalone(
     config = GatewayConfig(host=host, port=port, history=history, gc_freeze=gc_freeze,
                            max_turns=limits.max_turns, context_budget_tokens=limits.context_budget_tokens,
                            idle_ttl_s=limits.idle_ttl_s, max_lifetime_s=limits.max_lifetime_s,
-                           context_window_tokens=context_window(path), tls_certfile=tls_certfile,
-                           tls_keyfile=tls_keyfile)
+                           tls=GatewayTLS(certfile=tls_certfile, keyfile=tls_keyfile))
     server = GatewayServer(sampler=backend, renderer=renderer, model_id=str(model), config=config,
-                           admin_token=admin_token)
+                           context_window_tokens=context_window(path), admin_token=admin_token)
     stop_event = stop_event or threading.Event()
     if threading.current_thread() is threading.main_thread() and \
             signal.getsignal(signal.SIGINT) is signal.SIG_IGN:

@@ -140,7 +140,7 @@ def test_lenient_history_accepts_what_the_real_apis_refuse(gateway_factory):
 
 
 def test_over_context_prompts_are_400_context_length_exceeded_on_every_wire(gateway_factory, renderer):
-    server, sampler = gateway_factory(["ok"] * 10, config=GatewayConfig(context_window_tokens=64))
+    server, sampler = gateway_factory(["ok"] * 10, context_window_tokens=64)
     session_id = server.sessions.open()
     long = "word " * 200
     client = openai.OpenAI(base_url=server.base_url, api_key=session_id, max_retries=0)
@@ -166,7 +166,7 @@ def test_over_context_prompts_are_400_context_length_exceeded_on_every_wire(gate
 
 
 def test_admin_session_with_max_tokens_beyond_the_context_is_refused(gateway_factory):
-    server, _ = gateway_factory(["ok"], config=GatewayConfig(context_window_tokens=8192), admin_token="t")
+    server, _ = gateway_factory(["ok"], context_window_tokens=8192, admin_token="t")
     admin = server.base_url.removesuffix("/v1") + "/admin/sessions"
     refused = httpx.post(admin, json={"sampling": {"max_tokens": 10**9}}, headers={"X-Admin-Token": "t"})
     assert refused.status_code == 400

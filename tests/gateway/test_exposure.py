@@ -15,7 +15,7 @@ import pytest
 
 from agentcore_rl_harness.errors import ConfigError, HarnessError
 from agentcore_rl_harness.gateway.guard import FailedKeyLimiter
-from agentcore_rl_harness.gateway.server import GatewayConfig
+from agentcore_rl_harness.gateway.config import GatewayConfig, GatewayTLS
 from agentcore_rl_harness.run.compose import check_public_gateway_url
 
 
@@ -48,7 +48,7 @@ def certificate(tmp_path_factory):
 def test_tls_served_directly_to_real_sdk_clients(gateway_factory, certificate):
     certfile, keyfile = certificate
     server, sampler = gateway_factory(["over https", "anthropic too"],
-                                      config=GatewayConfig(tls_certfile=certfile, tls_keyfile=keyfile))
+                                      config=GatewayConfig(tls=GatewayTLS(certfile=certfile, keyfile=keyfile)))
     assert server.base_url.startswith("https://127.0.0.1:")
     session_id = server.sessions.open()
     trusted = ssl.create_default_context(cafile=certfile)
@@ -72,10 +72,10 @@ def test_tls_served_directly_to_real_sdk_clients(gateway_factory, certificate):
 def test_bad_tls_files_are_a_clear_error(gateway_factory, certificate, tmp_path):
     certfile, _ = certificate
     with pytest.raises(HarnessError, match="both gateway.tls.certfile and gateway.tls.keyfile"):
-        gateway_factory([], config=GatewayConfig(tls_certfile=certfile))
+        gateway_factory([], config=GatewayConfig(tls=GatewayTLS(certfile=certfile)))
     (tmp_path / "key.pem").write_text("not a key")
     with pytest.raises(HarnessError, match="cannot load the gateway's TLS certificate"):
-        gateway_factory([], config=GatewayConfig(tls_certfile=certfile, tls_keyfile=str(tmp_path / "key.pem")))
+        gateway_factory([], config=GatewayConfig(tls=GatewayTLS(certfile=certfile, keyfile=str(tmp_path / "key.pem"))))
 
 
 def test_admin_api_on_its_own_loopback_listener(gateway_factory):

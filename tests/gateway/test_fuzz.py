@@ -146,7 +146,7 @@ def fuzz_gateway(renderer):
 
     sampler = ScriptedSampler(reply, encode=renderer.encode)
     with GatewayServer(sampler=sampler, renderer=renderer, model_id="m",
-                       config=GatewayConfig(max_turns=None, context_window_tokens=4096)) as server:
+                       config=GatewayConfig(max_turns=None), context_window_tokens=4096) as server:
         with httpx.Client(base_url=server.base_url, timeout=30) as client:
             yield server, sampler, client
     print("\nfuzz: bodies tried per wire and 5xx found:",

@@ -9,16 +9,16 @@ torch = pytest.importorskip("torch")
 
 
 def test_forward_pass_over_a_finished_trace_reproduces_its_logprobs(tiny_model_dir, renderer):
-    from agentcore_rl_harness.gateway.server import GatewayConfig, GatewayServer
+    from agentcore_rl_harness.gateway.server import GatewayServer
     from agentcore_rl_harness.models import load_model
     from agentcore_rl_harness.records import SamplingParams
     from agentcore_rl_harness.samplers.hf_local import HFLocalSampler
 
     model = load_model(tiny_model_dir)
     sampler = HFLocalSampler(model)
-    config = GatewayConfig(sampling=SamplingParams(temperature=0.8, max_tokens=6, seed=7))
+    sampling = SamplingParams(temperature=0.8, max_tokens=6, seed=7)
     try:
-        with GatewayServer(sampler=sampler, renderer=renderer, model_id="tiny", config=config) as server:
+        with GatewayServer(sampler=sampler, renderer=renderer, model_id="tiny", sampling=sampling) as server:
             session_id = server.sessions.open()
             client = openai.OpenAI(base_url=server.base_url, api_key=session_id, max_retries=0)
             messages = [{"role": "user", "content": "Say something."}]

@@ -70,8 +70,9 @@ def test_turn_cap_is_429_on_every_wire(gateway_factory):
 def test_context_budget_lowers_max_tokens_then_ends_turns_without_sampling(gateway_factory, renderer):
     prompt_tokens = len(renderer.encode(renderer.render(HI)))
     budget = prompt_tokens + 3
-    config = GatewayConfig(context_budget_tokens=budget, sampling=SamplingParams(max_tokens=50))
-    server, sampler = gateway_factory(["a long reply that does not fit"], config=config)
+    config = GatewayConfig(context_budget_tokens=budget)
+    server, sampler = gateway_factory(["a long reply that does not fit"], config=config,
+                                      sampling=SamplingParams(max_tokens=50))
     session_id = server.sessions.open()
     client = openai.OpenAI(base_url=server.base_url, api_key=session_id, max_retries=0)
     first = client.chat.completions.create(model="m", messages=HI)

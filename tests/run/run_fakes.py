@@ -10,7 +10,7 @@ import httpx
 
 import agentcore_rl_harness as arl
 from agentcore_rl_harness.tasks import task_spec
-from agentcore_rl_harness.trainers.base import StepMetrics
+from agentcore_rl_harness.trainers.fake import RecordingTrainer  # noqa: F401 (tests/run/* import it from here)
 
 FAST = ["report.progress=off", "runtime.concurrency=4", "eval.timeout_s=20"]
 
@@ -45,34 +45,6 @@ async def ask_gateway(session):
                                      json={"model": "m", "messages": [{"role": "user", "content": "2+2?"}]})
         response.raise_for_status()
         return {"reply": response.json()["choices"][0]["message"]["content"]}
-
-
-class RecordingTrainer:
-    """A `Trainer` that changes nothing and records each step's groups and each checkpoint."""
-
-    def __init__(self):
-        self.policy_version = 0
-        self.steps: list[list] = []
-        self.saved: list[Path] = []
-        self.loaded: list[Path] = []
-
-    async def step(self, *, groups):
-        self.steps.append(list(groups))
-        self.policy_version += 1
-        return StepMetrics(
-            step=len(self.steps), policy_version=self.policy_version, loss=0.5, kl=None, sampler_kl=None,
-            clip_fraction=None, trained_tokens=0, sequences=0, groups=len(groups), groups_skipped=0,
-            reward_mean=None, reward_std=None, advantage_abs_mean=None, grad_norm=None, staleness_max=None,
-            staleness_mean=None, wall_time_s=0.0, lr=0.0,
-        )
-
-    def save_checkpoint(self, path):
-        Path(path).mkdir(parents=True, exist_ok=True)
-        self.saved.append(Path(path))
-
-    def load_checkpoint(self, path):
-        self.loaded.append(Path(path))
-        return int(Path(path).name.removeprefix("step-"))
 
 
 class Lines:

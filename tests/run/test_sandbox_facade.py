@@ -9,6 +9,7 @@ import os
 import pytest
 
 import agentcore_rl_harness as arl
+from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
 from agentcore_rl_harness.errors import HarnessError
 from agentcore_rl_harness.runtimes.base import AgentRef
 from agentcore_rl_harness.runtimes.local import LocalRuntime
@@ -46,7 +47,7 @@ async def _call_sync_from_loop(sync):
 
 @pytest.mark.asyncio
 async def test_a_live_bwrap_session_through_the_facade():
-    runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation="bwrap")
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=30, isolation="bwrap"))
     session = asyncio.create_task(runtime.run_session(
         agent=AGENT, session_id="f" * 40, payload={"role": "victim", "wait_s": 30}, timeout_s=60))
     try:

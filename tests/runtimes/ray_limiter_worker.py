@@ -13,6 +13,7 @@ import collections
 import json
 import secrets
 
+from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
 from agentcore_rl_harness.runtimes.base import AgentRef
 from agentcore_rl_harness.runtimes.limits import LimiterSettings, build_limiter
@@ -35,10 +36,7 @@ async def main() -> None:
                         name=args.name, lease_ttl_s=args.lease_ttl_s),
         tps_per_arn={args.arn: args.tps}, concurrency=args.sessions,
     )
-    runtime = AgentCoreRuntime(
-        arns={"*": args.arn}, endpoint_url=args.endpoint, concurrency=args.sessions,
-        limiter=limiter, retry_backoff_s=0.01,
-    )
+    runtime = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": args.arn}, endpoint_url=args.endpoint, concurrency=args.sessions, retry_backoff_s=0.01), limiter=limiter)
     payload = {"mode": "sleep", "sleep_s": args.sleep_s, "x": 1} if args.sleep_s else {"x": 1}
     print(json.dumps({"ready": True}), flush=True)
     outcomes = await asyncio.gather(*(

@@ -17,6 +17,7 @@ from bedrock_agentcore import BedrockAgentCoreApp
 import agentcore_rl_harness as arl
 from acr_stub import AWS_TEST_ENV, serve, serve_data_plane
 from run_driver import drive_items
+from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 from agentcore_rl_harness.errors import SandboxError
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.run.core import Run
@@ -79,7 +80,7 @@ def _spec(tmp_path: Path, body, *, samples: int = 2):
 
 
 def _harness(scripted_harness, plane):
-    runtime = AgentCoreRuntime(arns={"*": ARN}, endpoint_url=plane.url, retry_backoff_s=0.01)
+    runtime = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": ARN}, endpoint_url=plane.url, retry_backoff_s=0.01))
     return scripted_harness(FAST, runtime=runtime)
 
 
@@ -152,7 +153,7 @@ def test_the_harness_scoring_itself_gives_the_body_its_sandbox(tmp_path, plane, 
 
 @pytest.mark.asyncio
 async def test_keep_state_keeps_only_completed_sessions_and_close_stops_what_is_kept(plane):
-    runtime = AgentCoreRuntime(arns={"*": ARN}, endpoint_url=plane.url, retry_backoff_s=0.01)
+    runtime = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": ARN}, endpoint_url=plane.url, retry_backoff_s=0.01))
     agent = AgentRef(task="t", agent=None)
     ok_agent = serve(_ok_app())
     kept_id, failed_id, forgotten_id = ("arl-" + c * 40 for c in "kfz")

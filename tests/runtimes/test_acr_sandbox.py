@@ -22,6 +22,7 @@ from acr_stub import (
     serve,
     serve_data_plane,
 )
+from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 from agentcore_rl_harness.errors import SandboxError
 from agentcore_rl_harness.runtimes._acr_commands import AcrBackgroundProcess, AcrSessionSandbox
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
@@ -52,8 +53,7 @@ def stub():
 
 @pytest_asyncio.fixture
 async def runtime(stub):
-    rt = AgentCoreRuntime(arns={"*": ARN}, endpoint_url=stub.url, retry_backoff_s=0.01,
-                          qualifier="prod")
+    rt = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": ARN}, endpoint_url=stub.url, retry_backoff_s=0.01, qualifier="prod"))
     yield rt
     await rt.aclose()
 
@@ -216,7 +216,7 @@ async def test_a_live_sessions_sandbox_ends_with_it(stub):
     _, app = load_agent_app("scripted_agent.py")
     agent = serve(app)
     stub.agents[ARN] = agent.url
-    rt = AgentCoreRuntime(arns={"*": ARN}, endpoint_url=stub.url, retry_backoff_s=0.01)
+    rt = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": ARN}, endpoint_url=stub.url, retry_backoff_s=0.01))
     session_id = new_session_id()
     try:
         with pytest.raises(SandboxError, match="no live AgentCore session"):

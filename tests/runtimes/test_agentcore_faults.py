@@ -19,6 +19,7 @@ from acr_stub import (
     serve,
     serve_data_plane,
 )
+from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
 from agentcore_rl_harness.runtimes.base import AgentRef
@@ -64,13 +65,10 @@ def calls(agents):
 
 def runtime(endpoint_url: str, **options) -> AgentCoreRuntime:
     options.setdefault("arns", {"*": ARN})
-    return AgentCoreRuntime(
-        endpoint_url=endpoint_url,
-        retry_backoff_s=0.01,
-        poll_initial_s=0.02,
-        poll_max_s=0.1,
-        **options,
-    )
+    collaborators = {k: options.pop(k) for k in ("client_factory", "limiter", "priorities") if k in options}
+    config = AgentCoreRuntimeConfig(**{"retry_backoff_s": 0.01, "poll_initial_s": 0.02, "poll_max_s": 0.1, **options},
+                                    endpoint_url=endpoint_url)
+    return AgentCoreRuntime(config, **collaborators)
 
 
 async def run(rt, payload, *, timeout_s=20.0, session_id=None):

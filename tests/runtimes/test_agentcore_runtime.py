@@ -28,6 +28,7 @@ from acr_stub import (
     serve,
     serve_data_plane,
 )
+from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 from agentcore_rl_harness.errors import ConfigError, MissingDependencyError
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes._rate import TokenBucket
@@ -69,13 +70,10 @@ def stub(scripted):
 
 def runtime(stub, **options) -> AgentCoreRuntime:
     options.setdefault("arns", {"*": ARN})
-    return AgentCoreRuntime(
-        endpoint_url=stub.url,
-        retry_backoff_s=0.01,
-        poll_initial_s=0.02,
-        poll_max_s=0.1,
-        **options,
-    )
+    collaborators = {k: options.pop(k) for k in ("client_factory", "limiter", "priorities") if k in options}
+    config = AgentCoreRuntimeConfig(**{"retry_backoff_s": 0.01, "poll_initial_s": 0.02, "poll_max_s": 0.1, **options},
+                                    endpoint_url=stub.url)
+    return AgentCoreRuntime(config, **collaborators)
 
 
 async def run(rt, payload, *, timeout_s=20.0, session_id=None):
@@ -224,14 +222,7 @@ async def test_art_style_agent_runs_unchanged(aws):
     plane = DataPlaneStub(agents={ART_ARN: agent.url})
     endpoint = serve(plane.app)
     try:
-        rt = AgentCoreRuntime(
-            arns={"test_gsm8k": ART_ARN},
-            endpoint_url=endpoint.url,
-            result_mode="s3",
-            s3_bucket=BUCKET,
-            s3_endpoint_url=aws,
-            poll_initial_s=0.02,
-        )
+        rt = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"test_gsm8k": ART_ARN}, endpoint_url=endpoint.url, result_mode="s3", s3_bucket=BUCKET, s3_endpoint_url=aws, poll_initial_s=0.02))
         session_id = new_session_id()
         payload = {
             "prompt": "6 * 7?",
@@ -265,7 +256,7 @@ async def test_art_style_agent_runs_unchanged(aws):
 
 
 async def test_region_comes_from_the_arn_and_invokes_are_never_blindly_retried(aws):
-    rt = AgentCoreRuntime(arns={"*": ARN.replace("us-west-2", "eu-central-1")})
+    rt = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": ARN.replace("us-west-2", "eu-central-1")}))
     [client] = rt._clients.values()
     assert client.meta.region_name == "eu-central-1"
     assert client.meta.config.retries["total_max_attempts"] == 1
@@ -285,11 +276,11 @@ async def test_region_comes_from_the_arn_and_invokes_are_never_blindly_retried(a
 )
 async def test_bad_settings_are_config_errors(aws, options, message):
     with pytest.raises(ConfigError, match=message):
-        AgentCoreRuntime(**options)
+        AgentCoreRuntime(AgentCoreRuntimeConfig(**options))
 
 
 async def test_a_task_without_an_arn_is_a_config_error(aws):
-    rt = AgentCoreRuntime(arns={"test_a": ARN})
+    rt = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"test_a": ARN}))
     with pytest.raises(ConfigError, match="task 'test_b' has no AgentCore runtime ARN"):
         await rt.run_session(
             agent=AgentRef(task="test_b", agent=None),
@@ -301,7 +292,7 @@ async def test_a_task_without_an_arn_is_a_config_error(aws):
 
 
 async def test_a_short_session_id_is_refused_before_any_call(aws):
-    rt = AgentCoreRuntime(arns={"*": ARN})
+    rt = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": ARN}))
     with pytest.raises(ValueError, match="AgentCore needs 33-256"):
         await run(rt, {}, session_id="too-short")
     await rt.aclose()
@@ -310,7 +301,7 @@ async def test_a_short_session_id_is_refused_before_any_call(aws):
 async def test_missing_boto3_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "boto3", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'agentcore-rl-harness\[aws\]'"):
-        AgentCoreRuntime(arns={"*": ARN})
+        AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": ARN}))
 
 
 async def test_token_bucket_paces_callers():
@@ -364,7 +355,7 @@ async def test_inline_requests_match_the_service_model():
         },
     )
     with stubber:
-        rt = AgentCoreRuntime(arns={"*": ARN}, client_factory=lambda service, region: client)
+        rt = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": ARN}), client_factory=lambda service, region: client)
         outcome = await run(rt, payload, session_id=session_id)
         await rt.aclose()
     assert outcome.status is Status.COMPLETED, outcome.error
@@ -400,14 +391,7 @@ async def test_s3_requests_match_the_service_models(caplog):
     clients = {"bedrock-agentcore": acr, "s3": s3}
     caplog.set_level(logging.WARNING, logger="agentcore_rl_harness.runtimes._s3_results")
     with acr_stubber, s3_stubber:
-        rt = AgentCoreRuntime(
-            arns={"*": ARN},
-            result_mode="s3",
-            s3_bucket=BUCKET,
-            exp_id="exp-9",
-            poll_initial_s=0.01,
-            client_factory=lambda service, region: clients[service],
-        )
+        rt = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": ARN}, result_mode="s3", s3_bucket=BUCKET, exp_id="exp-9", poll_initial_s=0.01), client_factory=lambda service, region: clients[service])
         outcome = await run(rt, {"x": 1}, session_id=session_id)
         await rt.aclose()
     assert outcome.status is Status.COMPLETED, outcome.error

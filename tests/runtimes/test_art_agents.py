@@ -18,6 +18,8 @@ import pytest_asyncio
 pytest.importorskip("agentcore_rl_toolkit", reason="pip install --no-deps agentcore-rl-toolkit==0.2.0")
 
 from acr_stub import agent_ref, aws_environment, fake_model_app, load_agent_app, serve, serve_data_plane  # noqa: E402
+from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
+from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 from agentcore_rl_harness.records import Status  # noqa: E402
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime  # noqa: E402
 from agentcore_rl_harness.runtimes.base import AgentRef  # noqa: E402
@@ -66,7 +68,7 @@ def called_with(seen: list[dict], session_id: str) -> bool:
 
 @pytest_asyncio.fixture
 async def local():
-    rt = LocalRuntime(concurrency=2, startup_timeout_s=30, kill_grace_s=0.5)
+    rt = LocalRuntime(LocalRuntimeConfig(concurrency=2, startup_timeout_s=30), kill_grace_s=0.5)
     yield rt
     await rt.aclose()
 
@@ -90,7 +92,7 @@ async def test_local_result_modes_for_every_art_app(model, mode):
     """s3: the RL app's PutObject lands in the local runtime's loopback stand-in for S3 (no AWS);
     start_get: the runtime app's background invocation is read back with get."""
     url, seen = model
-    rt = LocalRuntime(concurrency=3, startup_timeout_s=30, kill_grace_s=0.5, result_mode=mode)
+    rt = LocalRuntime(LocalRuntimeConfig(concurrency=3, startup_timeout_s=30, result_mode=mode), kill_grace_s=0.5)
     try:
         outcomes = {}
         for agent in ("art_rl_app_agent.py", "art_runtime_app_agent.py", "art_background_app_agent.py"):
@@ -163,7 +165,7 @@ async def run_acr(agent_url, model_url, aws, mode, **extra):
         options = {"result_mode": mode, "poll_initial_s": 0.05, "poll_max_s": 0.2}
         if mode == "s3":
             options.update(s3_bucket=BUCKET, s3_endpoint_url=aws, exp_id="exp-art")
-        rt = AgentCoreRuntime(arns={"test_art": ARN}, endpoint_url=plane.url, **options)
+        rt = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"test_art": ARN}, endpoint_url=plane.url, **options))
         session_id = new_session_id()
         try:
             outcome = await rt.run_session(

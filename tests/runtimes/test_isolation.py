@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from acr_stub import AGENTS
+from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
 from agentcore_rl_harness.errors import ConfigError, SandboxError
 from agentcore_rl_harness.runtimes.base import AgentRef
 from agentcore_rl_harness.runtimes.isolation import (
@@ -71,8 +72,7 @@ async def _wait_for(predicate, timeout_s=20.0):
 @pytest.mark.asyncio
 async def test_a_hostile_session_cannot_reach_a_live_victim_or_the_harness(outside_dir):
     run_dir = outside_dir / "run"
-    runtime = LocalRuntime(concurrency=2, startup_timeout_s=30,
-                           isolation=IsolationChoice(kind="bwrap", hidden=(run_dir,)))
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=2, startup_timeout_s=30), isolation=IsolationChoice(kind="bwrap", hidden=(run_dir,)))
     assert isinstance(runtime.isolation, Bubblewrap) and runtime.start_method == "spawn"
     try:
         victim = asyncio.create_task(runtime.run_session(
@@ -104,7 +104,7 @@ async def test_a_hostile_session_cannot_reach_a_live_victim_or_the_harness(outsi
 
 @pytest.mark.asyncio
 async def test_the_session_sees_its_own_dir_writable_and_private_temp(tmp_path):
-    runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation="bwrap")
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=30, isolation="bwrap"))
     try:
         session, sandbox = await _start_victim(runtime, "v" * 40, wait_s=30, timeout_s=60)
         who = await sandbox.exec(["sh", "-c", "id -u; ls /tmp; touch /tmp/x && echo tmp-ok; "
@@ -122,7 +122,7 @@ async def test_the_session_sees_its_own_dir_writable_and_private_temp(tmp_path):
 
 @pytest.mark.asyncio
 async def test_limits_bound_a_session_process():
-    runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation=IsolationChoice(
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=30), isolation=IsolationChoice(
         kind="bwrap", limits=SandboxLimits(memory_mb=2048, file_size_mb=1)))
     try:
         session, sandbox = await _start_victim(runtime, "w" * 40, wait_s=30, timeout_s=60)
@@ -230,15 +230,15 @@ def test_auto_is_the_strongest_available_and_none_warns(caplog, monkeypatch):
 
 
 def test_fork_cannot_be_combined_with_isolation():
-    with pytest.raises(ValueError, match="start_method='fork' cannot isolate sessions"):
-        LocalRuntime(start_method="fork", isolation="bwrap")
-    with pytest.raises(ValueError, match="start_method='fork' cannot isolate sessions"):
-        LocalRuntime(start_method="fork", isolation="uid")
+    with pytest.raises(ConfigError, match="start_method=fork cannot isolate sessions"):
+        LocalRuntime(LocalRuntimeConfig(start_method="fork", isolation="bwrap"))
+    with pytest.raises(ConfigError, match="start_method=fork cannot isolate sessions"):
+        LocalRuntime(LocalRuntimeConfig(start_method="fork", isolation="uid"))
 
 
 @pytest.mark.asyncio
 async def test_no_sandbox_outside_a_live_session():
-    runtime = LocalRuntime(isolation="bwrap")
+    runtime = LocalRuntime(LocalRuntimeConfig(isolation="bwrap"))
     try:
         with pytest.raises(SandboxError, match="no live local session"):
             runtime.sandbox("nobody")
@@ -274,7 +274,7 @@ def _descendants(pid: int) -> set[int]:
 
 @pytest.mark.asyncio
 async def test_a_timed_out_session_leaves_no_process_behind():
-    runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation="bwrap")
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=30, isolation="bwrap"))
     try:
         session, sandbox = await _start_victim(runtime, "t" * 40, wait_s=120, timeout_s=4)
         background = await sandbox.exec(["sh", "-c", "sleep 300 & sleep 300"], background=True)

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from agentcore_rl_harness.errors import RuntimeStartError
+from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
+from agentcore_rl_harness.errors import ConfigError, RuntimeStartError
 from acr_stub import AGENTS, alive
 from acr_stub import agent_ref as agent
 from agentcore_rl_harness.records import Status
@@ -51,25 +52,22 @@ def start_method() -> str:
 async def runtime(start_method):
     # isolation none: these tests read the agent's own pids, which a PID namespace renumbers
     # (test_isolation.py covers the same kills under bubblewrap)
-    rt = LocalRuntime(
-        concurrency=4, startup_timeout_s=20, kill_grace_s=0.5, start_method=start_method,
-        isolation="none",
-    )
+    rt = LocalRuntime(LocalRuntimeConfig(concurrency=4, startup_timeout_s=20, start_method=start_method, isolation="none"), kill_grace_s=0.5)
     yield rt
     await rt.aclose()
 
 
 async def test_isolated_sessions_spawn_by_default_and_fork_means_no_isolation(caplog):
-    assert LocalRuntime().start_method == "spawn"
-    assert LocalRuntime(isolation="none").start_method == "fork"
+    assert LocalRuntime(LocalRuntimeConfig()).start_method == "spawn"
+    assert LocalRuntime(LocalRuntimeConfig(isolation="none")).start_method == "fork"
     with caplog.at_level("WARNING"):
-        forked = LocalRuntime(start_method="fork")
+        forked = LocalRuntime(LocalRuntimeConfig(start_method="fork"))
     assert forked.isolation.name == "none" and "NOT isolated" in caplog.text
 
 
 async def test_unknown_start_method_is_refused():
-    with pytest.raises(ValueError, match="'forkserver'"):
-        LocalRuntime(start_method="forkserver")
+    with pytest.raises(ConfigError, match="runtime.start_method='forkserver' is not supported; valid choices"):
+        LocalRuntime(LocalRuntimeConfig(start_method="forkserver"))
 
 
 async def test_is_an_agent_runtime(runtime):
@@ -80,9 +78,7 @@ async def test_is_an_agent_runtime(runtime):
 async def test_echo_agent_answers_in_an_isolated_process(start_method, monkeypatch):
     monkeypatch.setenv("ARL_TEST_SECRET", "s3cret")
     monkeypatch.setenv("ARL_TEST_PASSED", "yes")
-    rt = LocalRuntime(
-        env_passthrough=("ARL_TEST_PASSED",), kill_grace_s=0.5, start_method=start_method
-    )
+    rt = LocalRuntime(LocalRuntimeConfig(env_passthrough=("ARL_TEST_PASSED",), start_method=start_method), kill_grace_s=0.5)
     try:
         outcome = await rt.run_session(
             agent=agent("echo_agent.py"),
@@ -113,7 +109,7 @@ async def test_echo_agent_answers_in_an_isolated_process(start_method, monkeypat
 
 @both_start_methods
 async def test_base_dir_holds_session_directories(tmp_path, start_method):
-    rt = LocalRuntime(base_dir=tmp_path / "sessions", kill_grace_s=0.5, start_method=start_method)
+    rt = LocalRuntime(LocalRuntimeConfig(start_method=start_method), base_dir=tmp_path / "sessions", kill_grace_s=0.5)
     outcome = await rt.run_session(
         agent=agent("echo_agent.py"), session_id="s", payload={}, timeout_s=20
     )
@@ -210,7 +206,7 @@ async def test_hanging_agent_times_out_and_its_process_group_is_killed(runtime, 
 async def test_slow_startup_is_a_timeout(tmp_path, start_method):
     slow = tmp_path / "slow_import.py"
     slow.write_text("import time\ntime.sleep(30)\n")
-    rt = LocalRuntime(startup_timeout_s=0.5, kill_grace_s=0.5, start_method=start_method)
+    rt = LocalRuntime(LocalRuntimeConfig(startup_timeout_s=0.5, start_method=start_method), kill_grace_s=0.5)
     outcome = await rt.run_session(
         agent=AgentRef("t", str(slow)), session_id="s", payload={}, timeout_s=20
     )
@@ -277,7 +273,7 @@ async def test_module_colon_app_form_imports_from_the_working_directory(
 
 @both_start_methods
 async def test_concurrency_bounds_live_sessions(start_method):
-    rt = LocalRuntime(concurrency=2, kill_grace_s=0.5, start_method=start_method)
+    rt = LocalRuntime(LocalRuntimeConfig(concurrency=2, start_method=start_method), kill_grace_s=0.5)
     outcomes = await asyncio.gather(
         *(
             rt.run_session(
@@ -316,7 +312,7 @@ async def test_cancelling_a_session_kills_its_process(runtime, tmp_path):
 
 @both_start_methods
 async def test_aclose_kills_live_sessions_and_refuses_new_ones(tmp_path, start_method):
-    rt = LocalRuntime(kill_grace_s=0.5, start_method=start_method, isolation="none")
+    rt = LocalRuntime(LocalRuntimeConfig(start_method=start_method, isolation="none"), kill_grace_s=0.5)
     pid_file = tmp_path / "pids.json"
     task = asyncio.create_task(
         rt.run_session(
@@ -335,11 +331,7 @@ async def test_aclose_kills_live_sessions_and_refuses_new_ones(tmp_path, start_m
 
 @both_start_methods
 async def test_unusable_python_is_an_infrastructure_error(tmp_path, start_method):
-    rt = LocalRuntime(
-        python=str(tmp_path / "no-python"),
-        base_dir=tmp_path / "sessions",
-        start_method=start_method,
-    )
+    rt = LocalRuntime(LocalRuntimeConfig(start_method=start_method), python=str(tmp_path / "no-python"), base_dir=tmp_path / "sessions")
     with pytest.raises(RuntimeStartError, match="no-python"):
         await rt.run_session(agent=agent("echo_agent.py"), session_id="s", payload={}, timeout_s=5)
     assert list((tmp_path / "sessions").iterdir()) == []
@@ -388,9 +380,10 @@ def test_agent_processes_die_with_a_killed_harness(tmp_path, start_method):
         from agentcore_rl_harness.runtimes.base import AgentRef
         from agentcore_rl_harness.runtimes.isolation import IsolationChoice
         from agentcore_rl_harness.runtimes.local import LocalRuntime
+        from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
 
         async def main():
-            runtime = LocalRuntime(concurrency=1, start_method={start_method!r},
+            runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, start_method={start_method!r}),
                                    isolation=IsolationChoice(writable=({str(tmp_path)!r},)))
             await runtime.run_session(agent=AgentRef(task="t", agent={str(agent)!r}),
                                       session_id="s" * 40, payload={{}}, timeout_s=600)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from acr_stub import AGENTS, agent_ref, fake_model_app, serve
+from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
 from agentcore_rl_harness.errors import ConfigError
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes.base import AgentRef
@@ -71,7 +72,7 @@ def _payload(servers, role="network", **extra):
 
 
 def _runtime(**network):
-    return LocalRuntime(concurrency=2, startup_timeout_s=30, kill_grace_s=0.5, isolation=IsolationChoice(
+    return LocalRuntime(LocalRuntimeConfig(concurrency=2, startup_timeout_s=30), kill_grace_s=0.5, isolation=IsolationChoice(
         kind="bwrap", network=NetworkPolicy(**network)))
 
 

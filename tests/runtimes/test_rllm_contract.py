@@ -15,6 +15,8 @@ pytest.importorskip("agentcore_rl_toolkit", reason="pip install --no-deps agentc
 from acr_stub import AGENTS, aws_environment, fake_model_app, load_agent_app, serve, serve_data_plane  # noqa: E402
 
 import agentcore_rl_harness as arl  # noqa: E402
+from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
+from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 from agentcore_rl_harness.records import SamplingParams, SessionOutcome, Status, Usage  # noqa: E402
 from agentcore_rl_harness.run.cases import Case, Episode  # noqa: E402
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime  # noqa: E402
@@ -77,9 +79,7 @@ async def test_rllm_agent_on_agentcore_with_s3_results(model):
         agent = serve(load_agent_app("art_rl_app_agent.py")[1])
         try:
             with serve_data_plane({ARN: agent.url}) as plane:
-                rt = AgentCoreRuntime(arns={spec.name: ARN}, endpoint_url=plane.url, result_mode="s3",
-                                      s3_bucket=BUCKET, s3_endpoint_url=s3_url, exp_id="rllm-exp",
-                                      poll_initial_s=0.05)
+                rt = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={spec.name: ARN}, endpoint_url=plane.url, result_mode="s3", s3_bucket=BUCKET, s3_endpoint_url=s3_url, exp_id="rllm-exp", poll_initial_s=0.05))
                 outcome = await rt.run_session(
                     agent=AgentRef(task=spec.name, agent=None, input_id="0"), session_id=SESSION_ID,
                     payload=_payload(spec, row, model[0]), timeout_s=30,
@@ -103,7 +103,7 @@ async def test_rllm_agent_on_agentcore_with_s3_results(model):
 async def test_rllm_agent_on_the_local_runtime_with_s3_results(model):
     spec = _spec()
     row = {**RLLM_ROW, "id": "0", "split": "test"}
-    rt = LocalRuntime(concurrency=1, startup_timeout_s=30, kill_grace_s=0.5, result_mode="s3")
+    rt = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=30, result_mode="s3"), kill_grace_s=0.5)
     try:
         outcome = await rt.run_session(
             agent=AgentRef(task=spec.name, agent=spec.agent_path(), input_id="0"),

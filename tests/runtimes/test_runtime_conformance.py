@@ -13,6 +13,8 @@ import pytest
 import pytest_asyncio
 
 from acr_stub import AGENTS, aws_environment, load_agent_app, serve, serve_data_plane
+from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
+from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
 from agentcore_rl_harness.runtimes.base import AgentRef
@@ -54,18 +56,10 @@ def data_plane(aws):
 )
 async def runtime(request, aws, data_plane):
     if request.param == "local":
-        rt = LocalRuntime(concurrency=2, startup_timeout_s=30, kill_grace_s=0.5)
+        rt = LocalRuntime(LocalRuntimeConfig(concurrency=2, startup_timeout_s=30), kill_grace_s=0.5)
     else:
         s3 = request.param.endswith("s3")
-        rt = AgentCoreRuntime(
-            arns={"*": ARN},
-            endpoint_url=data_plane,
-            result_mode="s3" if s3 else "inline",
-            s3_bucket=BUCKET if s3 else None,
-            s3_endpoint_url=aws,
-            poll_initial_s=0.02,
-            poll_max_s=0.1,
-        )
+        rt = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": ARN}, endpoint_url=data_plane, result_mode="s3" if s3 else "inline", s3_bucket=BUCKET if s3 else None, s3_endpoint_url=aws, poll_initial_s=0.02, poll_max_s=0.1))
     yield rt
     await rt.aclose()
 

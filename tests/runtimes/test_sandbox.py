@@ -11,6 +11,7 @@ import pytest
 import pytest_asyncio
 
 from acr_stub import AGENTS
+from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
 from agentcore_rl_harness.errors import SandboxError
 from agentcore_rl_harness.runtimes.base import AgentRef
 from agentcore_rl_harness.runtimes.local import LocalRuntime
@@ -22,7 +23,7 @@ VICTIM = AgentRef(task="sandbox", agent=str(AGENTS / "hostile_agent.py"))
 
 @contextlib.asynccontextmanager
 async def live_sandbox(isolation: str):
-    runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation=isolation)
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=30, isolation=isolation))
     session_id = "sandbox-" + "s" * 40
     session = asyncio.create_task(runtime.run_session(
         agent=VICTIM, session_id=session_id, payload={"role": "victim", "wait_s": 60}, timeout_s=90))
@@ -109,7 +110,7 @@ async def test_a_symlink_the_agent_planted_resolves_inside_its_own_view():
 
 
 async def test_final_state_is_kept_and_restored_as_an_isolated_sandbox():
-    runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation="bwrap")
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=30, isolation="bwrap"))
     try:
         outcome = await runtime.run_session(
             agent=VICTIM, session_id="state-" + "k" * 40, payload={"role": "victim", "wait_s": 0},
@@ -132,8 +133,8 @@ async def test_final_state_is_kept_and_restored_as_an_isolated_sandbox():
 
 
 async def test_final_state_over_the_bound_is_dropped_with_a_reason():
-    runtime = LocalRuntime(concurrency=1, startup_timeout_s=30, isolation="bwrap",
-                           final_state_max_bytes=5)
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=30, isolation="bwrap"))
+    runtime.final_state_max_bytes = 5  # runtime.final_state_mb counts whole MiB
     try:
         outcome = await runtime.run_session(
             agent=VICTIM, session_id="big-" + "k" * 40, payload={"role": "victim", "wait_s": 0},

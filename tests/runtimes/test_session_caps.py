@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from acr_stub import AGENTS
-from agentcore_rl_harness.config import RuntimeConfig, build
+from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
+from agentcore_rl_harness.config_schema import build
 from agentcore_rl_harness.errors import ConfigError, SandboxError
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes import _session_caps
@@ -83,8 +84,7 @@ async def test_abusive_sessions_end_resource_exceeded_while_a_neighbour_complete
         monkeypatch.setattr(_session_caps, "find_cgroups", lambda: "forced off by the test")
     cgroups_before = _cgroup_dirs()
     caplog.set_level(logging.INFO, logger="agentcore_rl_harness.runtimes.local")
-    runtime = LocalRuntime(concurrency=len(ATTACKS) + 1, startup_timeout_s=60,
-                           isolation=IsolationChoice(kind="bwrap", limits=CAPS))
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=len(ATTACKS) + 1, startup_timeout_s=60), isolation=IsolationChoice(kind="bwrap", limits=CAPS))
     try:
         said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("session caps:")]
         assert len(said) == 1 and "disk 48 MB via a size-limited tmpfs" in said[0]
@@ -121,8 +121,7 @@ async def test_a_sigterm_ignoring_daemon_does_not_outlive_its_session():
     group; the session's cgroup still holds it, and ending the session kills it."""
     if not isinstance(find_cgroups(), CgroupLayout):
         pytest.fail("this test needs a writable cgroup (CI runs as root on a machine that has one)")
-    runtime = LocalRuntime(concurrency=1, startup_timeout_s=60, start_method="spawn",
-                           isolation=IsolationChoice(kind="none", limits=CAPS))
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=60, start_method="spawn"), isolation=IsolationChoice(kind="none", limits=CAPS))
     try:
         outcome = await runtime.run_session(agent=ABUSE, session_id="daemon", timeout_s=60,
                                             payload={"attack": "daemon", "live_s": 30})
@@ -148,17 +147,17 @@ def test_bad_caps_are_config_errors_naming_key_and_value(key, value, message):
         limits.check()
     assert repr(value) in str(caught.value)
     with pytest.raises(ConfigError):  # the local runtime refuses them when built
-        LocalRuntime(isolation=IsolationChoice(kind="none", limits=limits))
+        LocalRuntime(LocalRuntimeConfig(), isolation=IsolationChoice(kind="none", limits=limits))
     with pytest.raises(ConfigError):  # and so does runtime=agentcore
         check_agentcore_limits(limits)
 
 
 def test_config_keys_are_typed_and_defaults_are_on():
-    runtime = build(RuntimeConfig, {"limits": {"session_memory_mb": 256, "session_disk_mb": 128,
+    runtime = build(LocalRuntimeConfig, {"limits": {"session_memory_mb": 256, "session_disk_mb": 128,
                                                "session_pids": 100, "session_cpu": 0.5}}, "runtime")
     assert runtime.limits.session_memory_mb == 256 and runtime.limits.session_cpu == 0.5
     with pytest.raises(ConfigError, match="runtime.limits.session_pids"):
-        build(RuntimeConfig, {"limits": {"session_pids": [1]}}, "runtime")
+        build(LocalRuntimeConfig, {"limits": {"session_pids": [1]}}, "runtime")
     caps = Caps.resolve(SandboxLimits(), concurrency=8)
     ram_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
     assert caps.memory_mb == max(256, int(ram_mb * 0.5 / 8))
@@ -210,8 +209,7 @@ async def test_commands_run_in_a_live_session_count_against_its_caps():
     session as resource_exceeded too (bounded: 200 sleeps of 5 s)."""
     if not isinstance(find_cgroups(), CgroupLayout):
         pytest.fail("this test needs a writable cgroup (CI runs as root on a machine that has one)")
-    runtime = LocalRuntime(concurrency=1, startup_timeout_s=60,
-                           isolation=IsolationChoice(kind="bwrap", limits=CAPS))
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=60), isolation=IsolationChoice(kind="bwrap", limits=CAPS))
     try:
         session = asyncio.create_task(runtime.run_session(
             agent=ABUSE, session_id="live", timeout_s=60,

@@ -15,6 +15,7 @@ import pytest
 
 from acr_stub import alive
 from acr_stub import agent_ref as agent
+from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.runtimes.base import AgentRef
 from agentcore_rl_harness.runtimes.isolation import IsolationChoice
@@ -40,7 +41,7 @@ async def run(rt: LocalRuntime, name: str, session_id: str = "s", **payload):
 
 
 async def test_sequential_sessions_reuse_one_zygote_with_their_own_cwd_and_home():
-    rt = LocalRuntime(kill_grace_s=0.5, start_method="fork")
+    rt = LocalRuntime(LocalRuntimeConfig(start_method="fork"), kill_grace_s=0.5)
     try:
         outcomes = [await run(rt, "echo_agent.py", f"s{i}") for i in range(4)]
     finally:
@@ -64,10 +65,7 @@ async def test_sessions_draw_different_random_numbers(tmp_path, monkeypatch, sta
     """Import-time side effects run once per zygote under fork, and RNGs are re-seeded per fork."""
     import_log = tmp_path / "imports.log"
     monkeypatch.setenv("ARL_TEST_IMPORT_LOG", str(import_log))
-    rt = LocalRuntime(
-        env_passthrough=("ARL_TEST_IMPORT_LOG",), kill_grace_s=0.5, start_method=start_method,
-        isolation=IsolationChoice(writable=(tmp_path,)),  # spawn: the import log is shared
-    )
+    rt = LocalRuntime(LocalRuntimeConfig(env_passthrough=("ARL_TEST_IMPORT_LOG",), start_method=start_method), kill_grace_s=0.5, isolation=IsolationChoice(writable=(tmp_path,)))
     try:
         outcomes = [await run(rt, "random_agent.py") for _ in range(3)]
     finally:
@@ -86,9 +84,7 @@ async def test_import_failure_fails_waiting_sessions_and_is_retried(tmp_path, mo
     marker = tmp_path / "broken"
     marker.touch()
     monkeypatch.setenv("ARL_TEST_BROKEN_MARKER", str(marker))
-    rt = LocalRuntime(
-        env_passthrough=("ARL_TEST_BROKEN_MARKER",), kill_grace_s=0.5, start_method="fork"
-    )
+    rt = LocalRuntime(LocalRuntimeConfig(env_passthrough=("ARL_TEST_BROKEN_MARKER",), start_method="fork"), kill_grace_s=0.5)
     try:
         failed = await asyncio.gather(*(run(rt, "flaky_import_agent.py") for _ in range(2)))
         marker.unlink()
@@ -107,7 +103,7 @@ async def test_import_failure_fails_waiting_sessions_and_is_retried(tmp_path, mo
 
 
 async def test_a_dead_zygote_is_replaced_by_the_next_session():
-    rt = LocalRuntime(kill_grace_s=0.5, start_method="fork")
+    rt = LocalRuntime(LocalRuntimeConfig(start_method="fork"), kill_grace_s=0.5)
     try:
         first = await run(rt, "echo_agent.py")
         os.kill(first.result["ppid"], signal.SIGKILL)
@@ -125,7 +121,7 @@ async def test_aclose_stops_a_zygote_that_is_still_importing(tmp_path):
     pid_file = tmp_path / "zygote.pid"
     slow.write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
                     "time.sleep(60)\n")
-    rt = LocalRuntime(kill_grace_s=0.5, start_method="fork")
+    rt = LocalRuntime(LocalRuntimeConfig(start_method="fork"), kill_grace_s=0.5)
     session = asyncio.create_task(
         rt.run_session(agent=AgentRef("t", str(slow)), session_id="s", payload={}, timeout_s=30)
     )

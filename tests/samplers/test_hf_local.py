@@ -149,11 +149,11 @@ def test_worker_errors_reach_every_caller_and_the_worker_survives(sampler, model
         def forward(self, **kwargs):
             raise RuntimeError("boom")
 
-    sampler.swap_model(Broken(), policy_version=7)
+    sampler.publish_weights(Broken(), policy_version=7)
     try:
         outcomes = asyncio.run(_gather_outcomes(sampler, 3))
     finally:
-        sampler.swap_model(model, policy_version=0)
+        sampler.publish_weights(model, policy_version=0)
     assert len(outcomes) == 3
     for outcome in outcomes:
         assert isinstance(outcome, SamplingError) and "boom" in str(outcome)
@@ -339,7 +339,7 @@ def test_cancelling_a_caller_frees_its_row(model):
     assert len(streamed) < 10  # the row left at the next step, it did not decode on
 
 
-def test_swap_model_waits_for_rows_in_flight_and_later_results_carry_the_new_version(model):
+def test_publish_weights_waits_for_rows_in_flight_and_later_results_carry_the_new_version(model):
     sampler = HFLocalSampler(model)
     events = []
 
@@ -352,7 +352,7 @@ def test_swap_model_waits_for_rows_in_flight_and_later_results_carry_the_new_ver
         ))
         long.add_done_callback(lambda _: events.append("long done"))
         await started.wait()
-        swap = loop.run_in_executor(None, lambda: sampler.swap_model(model, policy_version=5))
+        swap = loop.run_in_executor(None, lambda: sampler.publish_weights(model, policy_version=5))
         while not sampler._swaps_pending:  # the swap is waiting: requests from now on wait for it
             await asyncio.sleep(0.001)
         late = asyncio.ensure_future(sampler.sample(
@@ -508,7 +508,7 @@ def test_weight_changes_invalidate_the_cache(tiny_model_dir):
     try:
         assert check(model) == len(prompt)
         assert check(model) == 1  # a hit
-        sampler.swap_model(other, policy_version=1)
+        sampler.publish_weights(other, policy_version=1)
         assert sampler.cached_prefix_tokens == 0
         assert check(other) == len(prompt)
         sampler.set_policy_version(2)  # the trainer's path after editing weights in place
@@ -534,7 +534,7 @@ def test_a_peft_model_wrapped_in_place_samples_exact_logprobs(tiny_model_dir):
             for name, parameter in wrapped.named_parameters():
                 if "lora_B" in name:
                     parameter.normal_(0, 0.5, generator=torch.Generator().manual_seed(2))
-        sampler.swap_model(wrapped.get_base_model(), policy_version=1)  # the same object, now with adapters
+        sampler.publish_weights(wrapped.get_base_model(), policy_version=1)  # the same object, now with adapters
         results = _sample_all(sampler, [(prompt, SamplingParams(max_tokens=5, seed=seed)) for seed in range(2)])
         (again,) = _sample_all(sampler, [(prompt + [9], SamplingParams(max_tokens=5, seed=3))])  # a hit under LoRA
     finally:

@@ -89,12 +89,12 @@ def policy(engine, tmp_path):
 @pytest.fixture
 def gateway(policy, tokenizer):
     from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer
-    from agentcore_rl_harness.gateway.server import GatewayConfig, GatewayServer
+    from agentcore_rl_harness.gateway.server import GatewayServer
     from agentcore_rl_harness.records import SamplingParams
 
     def start(temperature=0.8, max_tokens=24):
-        config = GatewayConfig(sampling=SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=3))
-        return GatewayServer(sampler=policy, renderer=ChatTemplateRenderer(tokenizer), model_id=MODEL, config=config)
+        sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=3)
+        return GatewayServer(sampler=policy, renderer=ChatTemplateRenderer(tokenizer), model_id=MODEL, sampling=sampling)
 
     return start
 

@@ -18,15 +18,14 @@ def test_every_trained_sampler_publishes_weights_the_same_way(sampler_class):
     assert parameters["policy_version"].kind is inspect.Parameter.KEYWORD_ONLY
 
 
-def test_publish_weights_and_the_old_name_both_switch_the_client():
+def test_publish_weights_switches_the_client():
     pytest.importorskip("tinker")
     sampler = TinkerSampler(None, policy_version=0)
     assert isinstance(sampler, WeightSync)
     first, second = object(), object()
     sampler.publish_weights(first, policy_version=1)
     assert (sampler.sampling_client, sampler.policy_version) == (first, 1)
-    with pytest.warns(DeprecationWarning, match=r"swap_client\(\) is deprecated; call publish_weights\(\)"):
-        sampler.swap_client(second, policy_version=2)
+    sampler.publish_weights(second, policy_version=2)
     assert (sampler.sampling_client, sampler.policy_version) == (second, 2)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
 from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer, load_template
 from agentcore_rl_harness.gateway.server import GatewayServer
 from agentcore_rl_harness.records import SamplingParams
@@ -64,7 +65,7 @@ async def play(task_fn, row: dict, replies, renderer: ChatTemplateRenderer, *,
     spec = task_spec(task_fn)
     sampler = ScriptedSampler(replies, encode=renderer.encode)
     server = GatewayServer(sampler=sampler, renderer=renderer, model_id="tiny").start()
-    runtime = LocalRuntime(concurrency=1, startup_timeout_s=60)
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=60))
     episode = None
     try:
         runner = CaseRunner(sessions=server.sessions, runtime=runtime, settings=CaseSettings(

@@ -23,16 +23,16 @@ TOOLS = [{"type": "function", "function": {
 
 
 def _gateway_traces(model, tokenizer, temperature):
-    from agentcore_rl_harness.gateway import ChatTemplateRenderer, GatewayConfig, GatewayServer
+    from agentcore_rl_harness.gateway import ChatTemplateRenderer, GatewayServer
     from agentcore_rl_harness.records import SamplingParams
     from agentcore_rl_harness.samplers.hf_local import HFLocalSampler
 
     sampler = HFLocalSampler(model)
-    config = GatewayConfig(sampling=SamplingParams(temperature=temperature, max_tokens=8, seed=3))
+    sampling = SamplingParams(temperature=temperature, max_tokens=8, seed=3)
     traces = []
     try:
         with GatewayServer(sampler=sampler, renderer=ChatTemplateRenderer(tokenizer),
-                           model_id="tiny", config=config) as server:
+                           model_id="tiny", sampling=sampling) as server:
             for question in ("What is 2 + 3?", "What is 40 - 1?"):
                 session_id = server.sessions.open()
                 client = openai.OpenAI(base_url=server.base_url, api_key=session_id, max_retries=0)

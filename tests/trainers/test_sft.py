@@ -71,7 +71,17 @@ def test_demonstrations_without_trained_tokens_are_refused(trainer):
 
 def test_a_trainer_without_a_supervised_step_is_refused_by_name():
     with pytest.raises(ConfigError, match="trainer=tinker has none yet"):
-        require_sft(object(), "tinker")
+        require_sft("tinker")
+
+
+def test_a_trainer_without_its_own_supervised_step_refuses_by_default():
+    from agentcore_rl_harness.trainers.base import Trainer
+
+    class RLOnly(Trainer):
+        policy_version = 0
+
+    with pytest.raises(ConfigError, match="RLOnly has no supervised warm-up step"):
+        RLOnly().sft_step([])
 
 
 def test_the_loss_is_the_mean_token_nll(trainer):

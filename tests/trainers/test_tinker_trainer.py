@@ -300,7 +300,7 @@ def test_sampler_keeps_the_version_its_sample_started_with():
             self.sampler = sampler
 
         async def sample_async(self, **request):
-            self.sampler.swap_client(object(), policy_version=7)
+            self.sampler.publish_weights(object(), policy_version=7)
             sequence = tinker.types.SampledSequence(stop_reason="stop", sequence_id="s", _tokens_list=[3],
                                                     _logprobs_list=[-0.5])
             return tinker.types.SampleResponse(sequences=[sequence])

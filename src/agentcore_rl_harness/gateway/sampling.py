@@ -63,10 +63,3 @@ class WeightSync(Protocol):
     """
 
     def publish_weights(self, weights: Any, *, policy_version: int) -> None: ...
-
-
-def deprecated_alias(old: str, new: str) -> None:
-    """Warn that a sampler method was renamed (the old name works for one more release)."""
-    import warnings
-
-    warnings.warn(f"{old}() is deprecated; call {new}()", DeprecationWarning, stacklevel=3)

@@ -1,7 +1,7 @@
 """`GatewayServer`: the gateway app under uvicorn on a background thread (works from sync code).
 
-Listeners. The wires listen on `config.host:config.port`, over TLS when `tls_certfile` and
-`tls_keyfile` are set. The admin API (`/admin/sessions...`, whose token opens and reads every
+Listeners. The wires listen on `config.host:config.port`, over TLS when `tls.certfile` and
+`tls.keyfile` are set. The admin API (`/admin/sessions...`, whose token opens and reads every
 session) is served on that listener only when it is loopback; otherwise (or with
 `separate_admin=True`) it gets its own listener on 127.0.0.1:`admin_port` (`admin_url`), so it
 is never reachable from the network.
@@ -24,91 +24,39 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from types import TracebackType
 
 from ..errors import HarnessError
-from ..records import SamplingParams, SessionLimits
+from ..records import SamplingParams
 from ..serving import ThreadedServer, bind_socket, is_loopback, url_host
 from .app import create_app
+from .config import GatewayConfig
 from .rendering import Renderer
 from .sampling import SamplingBackend
 from .sessions import SessionStore
-
-_LIMITS = SessionLimits()  # the defaults of the limit fields below
-
-
-@dataclass(frozen=True)
-class GatewayConfig:
-    """Where to serve, and the per-session policy and limits (None = unlimited; the limits are
-    `records.SessionLimits`, whose defaults they share).
-
-    `history`: how a turn's prompt is built from earlier turns, "exact" (the sampled ids) or
-    "template" (the template's rendering), see `trajectory.py`. `gc_freeze`: on `start()`, move
-    everything alive (the loaded model, tokenizer, imports) out of the garbage collector's view
-    (`gc.freeze()`), so a full collection walks only what the sessions allocate: with the
-    SmolLM2 tokenizer loaded (transformers + torch imported), full collections in `bench/gateway.py`
-    took 90-230 ms without it and about 2 ms with it. Process-wide, so opt-in.
-
-    `context_window_tokens`: the model's context (None: unknown, unchecked); a prompt filling it
-    is a 400 `context_length_exceeded`, a turn's `max_tokens` is lowered to the room left.
-    `lenient_history`: accept tool results that answer no call (the real APIs answer 400).
-    `tls_certfile`/`tls_keyfile`: serve the wires over HTTPS (PEM files). `separate_admin`: admin
-    API on its own loopback listener (`admin_port`); None = when `host` is not loopback.
-    `failed_key_limit`: unknown keys / wrong admin tokens per peer per minute before 429s
-    (None: unlimited). `keep_alive_s`: see the module docstring.
-
-    Responses leave through `http.CoalescingHttpProtocol` (head and body in one write).
-    """
-
-    host: str = "127.0.0.1"
-    port: int = 0
-    max_body_bytes: int = 8 * 1024 * 1024
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    start_timeout_s: float = 10.0
-    context_budget_tokens: int | None = _LIMITS.context_budget_tokens
-    max_turns: int | None = _LIMITS.max_turns
-    idle_ttl_s: float | None = _LIMITS.idle_ttl_s
-    max_lifetime_s: float | None = _LIMITS.max_lifetime_s
-    reap_interval_s: float = 1.0
-    history: str = "exact"
-    gc_freeze: bool = False
-    context_window_tokens: int | None = None
-    lenient_history: bool = False
-    tls_certfile: str | None = None
-    tls_keyfile: str | None = None
-    separate_admin: bool | None = None
-    admin_port: int = 0
-    failed_key_limit: int | None = 30
-    keep_alive_s: int = 75
-
-    @property
-    def admin_apart(self) -> bool:
-        return self.separate_admin if self.separate_admin is not None else not is_loopback(self.host)
-
-    def limits(self) -> SessionLimits:
-        return SessionLimits(max_turns=self.max_turns, context_budget_tokens=self.context_budget_tokens,
-                             idle_ttl_s=self.idle_ttl_s, max_lifetime_s=self.max_lifetime_s)
-
 
 class GatewayServer:
     """Serves the gateway on `config.host:config.port` (port 0: a free port) until `stop()`."""
 
     def __init__(
         self, *, sampler: SamplingBackend, renderer: Renderer, model_id: str,
-        config: GatewayConfig = GatewayConfig(), admin_token: str | None = None,
+        config: GatewayConfig = GatewayConfig(), sampling: SamplingParams = SamplingParams(),
+        context_window_tokens: int | None = None, admin_token: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`clock` times the session limits (a test can pass a fake one)."""
+        """`sampling` is what the trainer decodes with (it wins over what agents send);
+        `context_window_tokens` the model's context (None: unknown, unchecked): a prompt filling
+        it is a 400 `context_length_exceeded`, a turn's `max_tokens` is lowered to the room left.
+        `clock` times the session limits (a test can pass a fake one)."""
         self.config = config
         self.model_id = model_id
         self.admin_token = admin_token or secrets.token_urlsafe(32)
-        self.sessions = SessionStore(renderer=renderer, default_sampling=config.sampling,
+        self.sessions = SessionStore(renderer=renderer, default_sampling=sampling,
                                      limits=config.limits(), history=config.history, clock=clock)
         self.app = create_app(
             sessions=self.sessions, sampler=sampler, renderer=renderer, model_id=model_id,
             admin_token=self.admin_token, max_body_bytes=config.max_body_bytes,
-            context_window=config.context_window_tokens, lenient_history=config.lenient_history,
+            context_window=context_window_tokens, lenient_history=config.lenient_history,
             admin_on_public=not config.admin_apart, failed_key_limit=config.failed_key_limit,
         )
         self._serving: ThreadedServer | None = None
@@ -126,7 +74,7 @@ class GatewayServer:
     @property
     def base_url(self) -> str:
         """The OpenAI-compatible base URL, ending in `/v1` (https when serving TLS)."""
-        scheme = "https" if self.config.tls_certfile else "http"
+        scheme = "https" if self.config.tls.certfile else "http"
         return f"{scheme}://{url_host(self.config.host)}:{self.port}/v1"
 
     @property
@@ -198,13 +146,13 @@ class GatewayServer:
 def _tls_files(config: GatewayConfig) -> dict[str, str]:
     """uvicorn's TLS options, after checking the files load (a bad file is an error here, not a
     server thread that never starts)."""
-    if not config.tls_certfile and not config.tls_keyfile:
+    if not config.tls.certfile and not config.tls.keyfile:
         return {}
-    if not (config.tls_certfile and config.tls_keyfile):
+    if not (config.tls.certfile and config.tls.keyfile):
         raise HarnessError("TLS needs both gateway.tls.certfile and gateway.tls.keyfile (PEM files)")
     try:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(config.tls_certfile, config.tls_keyfile)
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(config.tls.certfile, config.tls.keyfile)
     except (OSError, ssl.SSLError) as exc:
-        raise HarnessError(f"cannot load the gateway's TLS certificate {config.tls_certfile!r} / key "
-                           f"{config.tls_keyfile!r}: {exc}; give PEM files of a matching pair") from exc
-    return {"ssl_certfile": config.tls_certfile, "ssl_keyfile": config.tls_keyfile}
+        raise HarnessError(f"cannot load the gateway's TLS certificate {config.tls.certfile!r} / key "
+                           f"{config.tls.keyfile!r}: {exc}; give PEM files of a matching pair") from exc
+    return {"ssl_certfile": config.tls.certfile, "ssl_keyfile": config.tls.keyfile}

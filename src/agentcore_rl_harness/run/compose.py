@@ -30,7 +30,7 @@ from .training import TrainPlan
 if TYPE_CHECKING:
     from ..gateway.rendering import Renderer
     from ..gateway.sampling import SamplingBackend
-    from ..gateway.server import GatewayConfig, GatewayServer
+    from ..gateway.server import GatewayServer
     from ..trainers.base import Trainer
     from ..trainers.registry import TrainerSpec
 
@@ -126,22 +126,6 @@ def load_policy(config: HarnessConfig, *, run_dir: Path | None = None) -> Policy
                   where=str(model_dir))
 
 
-def gateway_config(config: HarnessConfig, *, context_window: int | None) -> GatewayConfig:
-    from ..gateway.server import GatewayConfig
-
-    gateway = config.gateway
-    return GatewayConfig(
-        host=gateway.host, port=gateway.port, max_body_bytes=gateway.max_body_bytes,
-        sampling=config.sampling.to_params(), history=gateway.history, gc_freeze=gateway.gc_freeze,
-        lenient_history=gateway.lenient_history, tls_certfile=gateway.tls.certfile,
-        tls_keyfile=gateway.tls.keyfile, admin_port=gateway.admin_port,
-        failed_key_limit=gateway.failed_key_limit, keep_alive_s=gateway.keep_alive_s,
-        context_window_tokens=context_window, max_turns=gateway.max_turns,
-        idle_ttl_s=gateway.idle_ttl_s, max_lifetime_s=gateway.max_lifetime_s,
-        context_budget_tokens=gateway.context_budget_tokens,
-    )
-
-
 def advertised_url(config: HarnessConfig, gateway_url: str) -> str:
     """The gateway URL agents are given: `gateway.public_url`, else the gateway's own; for
     runtime=agentcore one AWS can reach, over TLS (`check_public_gateway_url`)."""
@@ -155,48 +139,12 @@ def advertised_url(config: HarnessConfig, gateway_url: str) -> str:
 
 
 def build_runtime(config: HarnessConfig, *, private_dirs: tuple[Path, ...] = ()) -> AgentRuntime:
-    """`runtime=agentcore` (boto3) or `runtime=local` (isolated processes; `private_dirs`, the
-    run directory, are hidden from the sessions)."""
-    runtime = config.runtime
-    if runtime.kind == "agentcore":
-        from ..runtimes.agentcore import AgentCoreRuntime
-        from ..runtimes.limits import LimiterSettings, Priorities, build_limiter
-        from ..runtimes._session_caps import check_agentcore_limits
+    """The `runtime` node's kind, built from its node (`runtimes/registry.py`); `private_dirs`,
+    the run directory, are hidden from local sessions; an invoke outlasts `eval.timeout_s`."""
+    from ..runtimes.registry import runtime_spec
 
-        check_agentcore_limits(runtime.limits)
-
-        return AgentCoreRuntime(
-            arns=dict(runtime.arns), region=runtime.region, qualifier=runtime.qualifier,
-            concurrency=runtime.concurrency, tps_per_arn=runtime.tps_per_arn,
-            result_mode=runtime.result_mode, s3_bucket=runtime.s3_bucket,
-            exp_id=runtime.exp_id, endpoint_url=runtime.endpoint_url,
-            s3_endpoint_url=runtime.s3_endpoint_url,
-            max_invoke_attempts=runtime.max_invoke_attempts,
-            read_timeout_s=max(runtime.read_timeout_s, config.eval.timeout_s + 60),
-            poll_initial_s=runtime.poll_initial_s, poll_max_s=runtime.poll_max_s,
-            limiter=build_limiter(
-                LimiterSettings(kind=runtime.limiter, max_live_sessions=runtime.max_live_sessions,
-                                ray_address=runtime.ray_address, name=runtime.limiter_name,
-                                lease_ttl_s=runtime.lease_ttl_s),
-                tps_per_arn={arn: runtime.tps_per_arn for arn in runtime.arns.values()},
-                concurrency=runtime.concurrency,
-            ),
-            priorities=Priorities(by_task=dict(runtime.priorities)),
-        )
-    from ..runtimes.isolation import IsolationChoice
-    from ..runtimes.local import LocalRuntime
-
-    isolation = IsolationChoice(
-        kind=runtime.isolation, limits=runtime.limits,
-        hidden=(*map(Path, runtime.hidden_paths), *private_dirs),
-        readable=tuple(map(Path, runtime.readable_paths)), network=runtime.network,
-    )
-    return LocalRuntime(
-        isolation=isolation, start_method=runtime.start_method, concurrency=runtime.concurrency,
-        startup_timeout_s=runtime.startup_timeout_s, env_passthrough=tuple(runtime.env_passthrough),
-        result_mode=runtime.result_mode, s3_bucket=runtime.s3_bucket, exp_id=runtime.exp_id,
-        final_state_max_bytes=runtime.final_state_mb * 1024 * 1024,
-    )
+    return runtime_spec(config.runtime.kind).build(config.runtime, private_dirs=private_dirs,
+                                                   session_timeout_s=config.eval.timeout_s)
 
 
 def build_trainer(config: HarnessConfig, *, model: Any, sampler: SamplingBackend) -> Trainer:
@@ -267,7 +215,8 @@ class Harness:
             if self.renderer is None:
                 self.renderer = ChatTemplateRenderer(self._tokenizer)
             gateway = GatewayServer(sampler=self._sampler, renderer=self.renderer, model_id=self.model_id,
-                                    config=gateway_config(self.config, context_window=context_window))
+                                    config=self.config.gateway, sampling=self.config.sampling.to_params(),
+                                    context_window_tokens=context_window)
             gateway.start()
             self.gateway = gateway
             self.advertised_url = advertised_url(self.config, gateway.base_url)
@@ -341,6 +290,5 @@ class Harness:
             if self._sampler is not None and self._given_sampler is None:
                 self._sampler.close()
             # Service trainers hold billed remote sessions: release them on every exit path.
-            close_trainer = getattr(self._trainer, "close", None)
-            if close_trainer is not None and self._given_trainer is None:
-                close_trainer()
+            if self._trainer is not None and self._given_trainer is None:
+                self._trainer.close()

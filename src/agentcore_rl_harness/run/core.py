@@ -24,7 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..config import ComposedConfig, ReportConfig, dropped_keys_message
+from ..config import ComposedConfig
+from ..reports.config import ReportConfig
+from ..trainers.section import dropped_keys_message
 from ..errors import HarnessError
 from ..progress import Progress, Terminal, choose_style
 from ..records import Rollout, Status

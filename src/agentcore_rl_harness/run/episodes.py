@@ -19,7 +19,7 @@ from ..runtimes.base import AgentRef, AgentRuntime
 from ..tasks import build_payload, rollout_block
 from .cases import DEMO_PHASE, EVAL_PHASES, Case, Episode, HeldResources, case_seed
 from .loop import LoopThread
-from .sandbox import FinalSandbox, Sandbox, keeps_final_state
+from .sandbox import FinalSandbox, Sandbox
 from .sanity import AgentPlan, add_oracle_result, plan_agent
 
 # Gateway refusals (4xx) that are the agent's doing: a failure after one stays the agent's.
@@ -179,7 +179,7 @@ class CaseRunner:
                 error="building the invoke payload failed: " + failure_text(exc),
                 elapsed_s=time.monotonic() - started,
             )
-        keep = {"keep_state": True} if case.spec.needs_sandbox and keeps_final_state(self.runtime) else {}
+        keep = {"keep_state": case.spec.needs_sandbox}
         try:
             return await self.runtime.run_session(
                 agent=AgentRef(task=case.spec.name, agent=agent.agent, input_id=case.row_id, phase=case.phase),
@@ -195,7 +195,7 @@ class CaseRunner:
             )
 
     def live_sessions(self) -> int:
-        return int(getattr(self.runtime, "live_sessions", 0) or 0)
+        return self.runtime.live_sessions
 
     async def release_all(self) -> None:
         """Release what episodes still hold (the run ends before some were scored)."""

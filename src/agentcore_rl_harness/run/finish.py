@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..config import GatesConfig, ReportConfig
+from ..reports.config import GatesConfig, ReportConfig
 from ..errors import HarnessError
 from ..records import Rollout, Status
 from ..reports import render

@@ -107,7 +107,10 @@ def rescore(run_dir: Path, specs: Mapping[str, TaskSpec], *, tasks_label: str = 
         if any(specs[name].needs_sandbox for name in rows):
             from .compose import build_runtime
 
-            local = dataclasses.replace(config.typed.runtime, kind="local")  # restores run locally
+            from ..runtimes.local_config import LocalRuntimeConfig
+
+            # restores run locally: the run's own local settings, or the local defaults
+            local = config.typed.runtime if config.typed.runtime.kind == "local" else LocalRuntimeConfig()
             runtime = build_runtime(dataclasses.replace(config.typed, runtime=local), private_dirs=(run_dir,))
         scorer = Scorer(run_id=out.name, call=loop.call,
                         fixtures=lambda: {"agentcore_rl_config": config.typed})

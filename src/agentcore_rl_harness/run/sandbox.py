@@ -12,18 +12,18 @@ is the same object for sync code, bridged through the harness's loop (or a priva
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..errors import SandboxError
 from ..records import SessionOutcome
+from ..runtimes.base import AgentRuntime, KeptSession
 from ..runtimes.isolation import NoIsolation, SandboxLimits
 from ..runtimes.sandbox import ExecResult, SessionSandbox
 from .loop import LoopThread
 
-__all__ = ["ExecResult", "FinalSandbox", "KeptSession", "Sandbox", "SyncSandbox", "keeps_final_state"]
+__all__ = ["ExecResult", "FinalSandbox", "KeptSession", "Sandbox", "SyncSandbox"]
 
 
 class SandboxBackend(Protocol):
@@ -40,38 +40,19 @@ class SandboxBackend(Protocol):
     async def get_file(self, path: str, *, max_bytes: int = ...) -> bytes: ...
 
 
-class KeptSession(Protocol):
-    """What a runtime kept of a finished session for its task (`runtime.kept(outcome, ...)`):
-    the local runtime its files (restored on `open`), AgentCore the live session (stopped at
-    `aclose`)."""
-
-    async def open(self) -> SandboxBackend: ...
-
-    async def aclose(self) -> None: ...
-
-
-def keeps_final_state(runtime: Any) -> bool:
-    """Whether `runtime.run_session` can keep a session for its task (`keep_state=`, `kept`)."""
-    run_session = getattr(runtime, "run_session", None)
-    return run_session is not None and "keep_state" in inspect.signature(run_session).parameters \
-        and hasattr(runtime, "kept")
-
-
 class FinalSandbox:
     """A finished session as its task inspects it: what the runtime kept, opened on first use,
     released (`aclose`, whether opened or not) once its rollout is scored."""
 
-    def __init__(self, runtime: Any, outcome: SessionOutcome, *, session_id: str) -> None:
+    def __init__(self, runtime: AgentRuntime, outcome: SessionOutcome, *, session_id: str) -> None:
         self.session_id = session_id
         self._runtime_name = type(runtime).__name__
-        self._kept: KeptSession | None = (
-            runtime.kept(outcome, session_id=session_id) if keeps_final_state(runtime) else None)
+        self._kept: KeptSession | None = runtime.kept(outcome, session_id=session_id)
         self._was_kept = self._kept is not None
-        self._state: bytes | None = getattr(outcome, "final_state", None)
-        self._why_missing: str | None = getattr(outcome, "final_state_error", None) or (
+        self._state: bytes | None = outcome.final_state
+        self._why_missing: str | None = outcome.final_state_error or (
             "an AgentCore Runtime session is inspected live; its files are not copied out"
-            if self._was_kept and getattr(outcome, "final_state", None) is None
-            and not hasattr(runtime, "restore") else None)
+            if self._kept is not None and self._kept.live and outcome.final_state is None else None)
         self._live: Any = None
         self._opening = asyncio.Lock()
 

@@ -207,7 +207,7 @@ class WarmUp:
 
     def __init__(self, config: WarmupConfig, *, trainer: Any, trainer_kind: str, train_dir: Path,
                  write: Callable[[str], None], seed: int) -> None:
-        require_sft(trainer, trainer_kind)
+        require_sft(trainer_kind)
         self.config, self.trainer, self.train_dir, self.write, self.seed = config, trainer, train_dir, write, seed
 
     def run(self, demos: Demonstrations, *, source: str) -> dict[str, Any]:

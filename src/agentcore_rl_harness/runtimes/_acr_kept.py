@@ -13,6 +13,8 @@ class KeptAcrSession:
     """A completed ACR session kept live for its task (`AgentCoreRuntime.kept`): `open()` is its
     sandbox, `aclose()` stops the session, whether it was opened or not."""
 
+    live = True
+
     def __init__(self, runtime: Any, outcome: SessionOutcome, *, session_id: str) -> None:
         self.session_id = session_id
         self._runtime = runtime

@@ -157,6 +157,8 @@ class KeptFiles:
     """One finished local session's kept files for its task: restored as a sandbox on first
     `open()`, removed at `aclose()` (nothing of the session itself is still running)."""
 
+    live = False
+
     def __init__(self, runtime: Any, final_state: bytes | None, why_missing: str | None, *,
                  session_id: str) -> None:
         self.session_id = session_id

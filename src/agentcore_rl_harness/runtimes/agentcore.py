@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import functools
 import json
 import logging
@@ -43,14 +44,16 @@ import secrets
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError, MissingDependencyError, RuntimeStartError, SandboxError
 from ..records import SessionOutcome, Status
 from . import _invocations as invocations
-from .limits import STOP_PRIORITY, LocalLimiter, Priorities, SessionLimiter
+from .agentcore_config import AgentCoreRuntimeConfig
+from .limits import STOP_PRIORITY, Priorities, SessionLimiter, build_limiter
 from ._retry import Backoff, GaveUp, retry_call
-from .base import AgentRef
+from .base import AgentRef, AgentRuntime
 
 if TYPE_CHECKING:
     from ._acr_commands import AcrSessionSandbox
@@ -79,113 +82,83 @@ def region_of(arn: str) -> str:
     return parts[3]
 
 
-class AgentCoreRuntime:
+class AgentCoreRuntime(AgentRuntime):
     """Runs each session on Bedrock AgentCore Runtime; implements `AgentRuntime`."""
 
     def __init__(
         self,
+        config: AgentCoreRuntimeConfig,
         *,
-        arns: dict[str, str],
-        region: str | None = None,
-        qualifier: str = "DEFAULT",
-        concurrency: int = 8,
-        tps_per_arn: float = 25.0,
-        result_mode: str = "inline",
-        s3_bucket: str | None = None,
-        exp_id: str | None = None,
-        endpoint_url: str | None = None,
-        s3_endpoint_url: str | None = None,
-        max_invoke_attempts: int = 5,
-        retry_backoff_s: float = 0.5,
-        retry_backoff_max_s: float = 8.0,
-        poll_initial_s: float = 0.5,
-        poll_max_s: float = 10.0,
-        poll_backoff: float = 1.5,
-        read_timeout_s: float = 3600.0,
         client_factory: ClientFactory | None = None,
         limiter: SessionLimiter | None = None,
         priorities: Priorities | None = None,
     ) -> None:
-        """`arns` maps task names to runtime ARNs (key "*" serves every other task).
-
-        `exp_id` names the S3 folder of this run's results (default: a fresh unique id).
-        `endpoint_url` / `s3_endpoint_url` point the clients elsewhere (VPC endpoints, tests).
-        `read_timeout_s` bounds one blocking read of an invoke response; keep it above the
-        longest session (`eval.timeout_s`) in inline mode. `limiter` holds the quotas (default:
-        this process's own, `tps_per_arn` per ARN and `concurrency` live sessions); `priorities`
-        orders the sessions waiting for them (default: evaluation before training).
-        """
-        if not arns:
+        """`config` is the `runtime` node (`agentcore_config.py`: ARNs, quotas, result mode, the
+        limiter's keys). `client_factory` makes the boto3 clients (tests: stubs); `limiter`
+        holds the quotas (default: the one `config` names, `tps_per_arn` per ARN and
+        `concurrency` live sessions); `priorities` orders the sessions waiting for them
+        (default: `config.priorities`, evaluation before training)."""
+        if not config.arns:
             raise ConfigError(
                 "runtime.arns is empty; map each task to its AgentCore runtime ARN, e.g. "
                 "--agentcore-rl-set '+runtime.arns.test_arith=arn:aws:bedrock-agentcore:...'"
             )
-        if result_mode not in RESULT_MODES:
-            raise ConfigError(
-                f"runtime.result_mode={result_mode!r} is not supported; valid choices: "
-                f"{list(RESULT_MODES)}"
-            )
-        if result_mode == "s3" and not s3_bucket:
-            raise ConfigError("runtime.result_mode=s3 needs runtime.s3_bucket (the results bucket)")
-        for key, value in (
-            ("concurrency", concurrency),
-            ("max_invoke_attempts", max_invoke_attempts),
-        ):
-            if value < 1:
-                raise ConfigError(f"runtime.{key}={value} must be >= 1")
-        if tps_per_arn <= 0:
-            raise ConfigError(f"runtime.tps_per_arn={tps_per_arn} must be > 0")
-        self.arns = dict(arns)
-        self.regions = {task: region or region_of(arn) for task, arn in self.arns.items()}
-        self.qualifier = qualifier
-        self.concurrency = concurrency
-        self.result_mode = result_mode
-        self.s3_bucket = s3_bucket
-        self.exp_id = exp_id or (
+        config.validate()
+        self.config = config
+        self.arns = dict(config.arns)
+        self.regions = {task: config.region or region_of(arn) for task, arn in self.arns.items()}
+        self.qualifier, self.concurrency = config.qualifier, config.concurrency
+        self.result_mode, self.s3_bucket = config.result_mode, config.s3_bucket
+        self.exp_id = config.exp_id or (
             f"arl-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(4)}"
         )
-        self.backoff = Backoff(
-            attempts=max_invoke_attempts, initial_s=retry_backoff_s, max_s=retry_backoff_max_s
-        )
+        self.backoff = Backoff(attempts=config.max_invoke_attempts, initial_s=config.retry_backoff_s,
+                               max_s=config.retry_backoff_max_s)
         """The resend policy of invokes and stops (only errors proving the agent did not run)."""
-        self._poll = (poll_initial_s, poll_max_s)
         self.stats: Counter[str] = Counter()
         """Counts: invokes, invoke_retries, stops, stop_failures."""
         self._calls, self._s3 = _load_aws_modules()
         make_client = client_factory or _default_client_factory(
-            endpoint_url=endpoint_url,
-            s3_endpoint_url=s3_endpoint_url,
-            read_timeout_s=read_timeout_s,
-            max_pool_connections=concurrency * 2 + 4,
+            endpoint_url=config.endpoint_url, s3_endpoint_url=config.s3_endpoint_url,
+            read_timeout_s=config.read_timeout_s, max_pool_connections=config.concurrency * 2 + 4,
         )
         self._clients = {
             reg: make_client("bedrock-agentcore", reg) for reg in sorted(set(self.regions.values()))
         }
         self._results = None
-        if result_mode == "s3":
-            s3_region = region or sorted(set(self.regions.values()))[0]
+        if config.result_mode == "s3":
+            s3_region = config.region or sorted(set(self.regions.values()))[0]
             self._results = self._s3.S3ResultReader(
-                client=make_client("s3", s3_region),
-                bucket=s3_bucket,
-                call=self._call,
-                poll_initial_s=poll_initial_s,
-                poll_max_s=poll_max_s,
-                poll_backoff=poll_backoff,
+                client=make_client("s3", s3_region), bucket=config.s3_bucket, call=self._call,
+                poll_initial_s=config.poll_initial_s, poll_max_s=config.poll_max_s,
+                poll_backoff=config.poll_backoff,
             )
-        self.limiter: SessionLimiter = limiter or LocalLimiter(
-            tps_per_arn={arn: tps_per_arn for arn in set(self.arns.values())},
-            max_live_sessions=concurrency,
+        self.limiter: SessionLimiter = limiter or build_limiter(
+            config.limiter_settings(), tps_per_arn={arn: config.tps_per_arn for arn in set(self.arns.values())},
+            concurrency=config.concurrency,
         )
-        self.priorities = priorities or Priorities()
-        self._slots = asyncio.Semaphore(concurrency)  # this process's share (its threads)
+        self.priorities = priorities or Priorities(by_task=dict(config.priorities))
+        self._slots = asyncio.Semaphore(config.concurrency)  # this process's share (its threads)
         self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=concurrency * 2 + 4, thread_name_prefix="arl-agentcore"
+            max_workers=config.concurrency * 2 + 4, thread_name_prefix="arl-agentcore"
         )
         self._live: dict[str, tuple[str, str]] = {}  # session id -> (arn, region)
         self._sandboxes: dict[str, AcrSessionSandbox] = {}
         self._sandbox_executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._stopping: set[asyncio.Task[None]] = set()
         self._closed = False
+
+    @classmethod
+    def for_run(cls, config: AgentCoreRuntimeConfig, *, private_dirs: tuple[Path, ...] = (),
+                session_timeout_s: float | None = None) -> AgentCoreRuntime:
+        """The run's runtime (`registry.py`): an inline invoke's read outlasts the session timeout;
+        `runtime.limits` it cannot apply are named (`_session_caps.check_agentcore_limits`)."""
+        from ._session_caps import check_agentcore_limits
+
+        check_agentcore_limits(config.limits)
+        if session_timeout_s is not None and config.read_timeout_s < session_timeout_s + 60:
+            config = dataclasses.replace(config, read_timeout_s=session_timeout_s + 60)
+        return cls(config)
 
     # -- the AgentRuntime seam --------------------------------------------------------------------
 
@@ -331,7 +304,7 @@ class AgentCoreRuntime:
 
         try:
             return await invocations.settle(
-                answer, get=get, poll_initial_s=self._poll[0], poll_max_s=self._poll[1]
+                answer, get=get, poll_initial_s=self.config.poll_initial_s, poll_max_s=self.config.poll_max_s
             )
         except invocations.InvocationFailed as failure:
             raise self._calls.SessionFailed(Status.AGENT_ERROR, str(failure)) from None

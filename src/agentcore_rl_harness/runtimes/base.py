@@ -24,12 +24,39 @@ class AgentRef:
     phase: str | None = None
 
 
+class KeptSession(Protocol):
+    """What a runtime kept of a finished session for its task (`runtime.kept(outcome, ...)`):
+    the local runtime its files (restored on `open`), AgentCore the live session (stopped at
+    `aclose`). `live`: the session itself is kept (its files are not copied out)."""
+
+    live: bool
+
+    async def open(self) -> Any: ...
+
+    async def aclose(self) -> None: ...
+
+
 @runtime_checkable
 class AgentRuntime(Protocol):
+    """Runs agent sessions. Implementations subclass it: the optional capabilities below are
+    default methods (nothing kept, no live count), so callers never probe for them."""
+
     async def run_session(
-        self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float
+        self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float,
+        keep_state: bool = False,
     ) -> SessionOutcome:
-        """Invoke the agent once with `payload`; never raise for agent failures (they are data)."""
+        """Invoke the agent once with `payload`; never raise for agent failures (they are data).
+        `keep_state`: keep what `kept` returns for the session's task (a runtime that keeps
+        nothing ignores it)."""
         ...
 
     async def aclose(self) -> None: ...
+
+    def kept(self, outcome: SessionOutcome, *, session_id: str) -> KeptSession | None:
+        """What this runtime kept of a session run with `keep_state=True` (None: nothing)."""
+        return None
+
+    @property
+    def live_sessions(self) -> int:
+        """Sessions alive now (the progress line's count); 0 where the runtime does not count."""
+        return 0

@@ -19,7 +19,7 @@ from typing import Any, Union
 
 from ..errors import HarnessError
 from ..records import SessionOutcome, Status
-from .base import AgentRef
+from .base import AgentRef, AgentRuntime
 
 Answer = Union[dict[str, Any], SessionOutcome]
 Handler = Callable[["FakeSession"], Union[Answer, Awaitable[Answer]]]
@@ -45,24 +45,25 @@ class FakeSession:
         return self.payload["_rollout"]["api_key"]
 
 
-class FakeRuntime:
+class FakeRuntime(AgentRuntime):
     """An `AgentRuntime` answering from `handler`; `sessions` records every call in order."""
 
     def __init__(self, handler: Handler) -> None:
         self._handler = handler
         self.sessions: list[FakeSession] = []
-        self.live_sessions = 0
+        self._live = 0
         self.closed = False
 
     async def run_session(
-        self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float
+        self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float,
+        keep_state: bool = False,
     ) -> SessionOutcome:
         if self.closed:
             raise HarnessError("FakeRuntime is closed: no session can start")
         session = FakeSession(agent=agent, session_id=session_id, payload=payload, timeout_s=timeout_s)
         self.sessions.append(session)
         started = time.monotonic()
-        self.live_sessions += 1
+        self._live += 1
         try:
             answer = await asyncio.wait_for(self._answer(session), timeout_s)
         except HarnessError:
@@ -74,7 +75,7 @@ class FakeRuntime:
             return SessionOutcome(status=Status.AGENT_ERROR, result=None, elapsed_s=time.monotonic() - started,
                                   error=f"{type(exc).__name__}: {exc}")
         finally:
-            self.live_sessions -= 1
+            self._live -= 1
         if isinstance(answer, SessionOutcome):
             return answer
         if not isinstance(answer, dict):
@@ -88,6 +89,10 @@ class FakeRuntime:
         if inspect.isawaitable(value):
             value = await value
         return value
+
+    @property
+    def live_sessions(self) -> int:
+        return self._live
 
     async def aclose(self) -> None:
         self.closed = True

@@ -52,7 +52,7 @@ from typing import Any
 
 import httpx
 
-from ..errors import RuntimeStartError
+from ..errors import ConfigError, RuntimeStartError
 from ..records import SessionOutcome, Status
 from . import _final_state
 from . import _invocations as invocations
@@ -70,15 +70,15 @@ from ._local_session import (
 from ._processes import Child, SpawnedChild, log_rmtree_error, terminate
 from ._session_caps import RESOURCE_EXCEEDED, Caps, SessionCaps, watch
 from ._zygote_pool import ZygoteFailed, ZygotePool
-from .base import AgentRef
+from .base import AgentRef, AgentRuntime
 from .isolation import (
-    START_METHODS,
     Isolation,
     IsolationChoice,
     NoIsolation,
     SessionUid,
     build_isolation,
 )
+from .local_config import LocalRuntimeConfig
 from .network import Destination, SessionNetwork, url_destination
 from .sandbox import SessionSandbox
 
@@ -94,56 +94,41 @@ _MAX_UNIX_PATH = 107
 
 LOAD_FAILED = "cannot load the agent: "  # how a session says its agent failed to import
 
-class LocalRuntime:
+
+class LocalRuntime(AgentRuntime):
     """Runs each agent session in its own process; implements `AgentRuntime`."""
 
     def __init__(
         self,
+        config: LocalRuntimeConfig = LocalRuntimeConfig(),
         *,
-        concurrency: int = 8,
-        startup_timeout_s: float = 60.0,
+        isolation: IsolationChoice | Isolation | None = None,
+        private_dirs: tuple[Path, ...] = (),
         python: str = sys.executable,
-        env_passthrough: tuple[str, ...] | list[str] = (),
         base_dir: str | os.PathLike[str] | None = None,
         kill_grace_s: float = 2.0,
-        start_method: str = "auto",
-        result_mode: str = "inline",
-        s3_bucket: str | None = None,
-        exp_id: str | None = None,
-        isolation: str | IsolationChoice | Isolation = "auto",
-        final_state_max_bytes: int = 16 * 1024 * 1024,
     ) -> None:
-        """`base_dir` is where session directories are created (default: the system temp dir).
-
-        `isolation`: "auto" (the strongest this machine supports), "bwrap", "uid" or "none", an
-        `IsolationChoice` (with limits and extra hidden/readable paths) or a built `Isolation`.
-        `start_method`: "fork" (sessions are forked from a per-agent zygote that imported the
-        agent once; `isolation=none` only), "spawn" (a fresh interpreter per session) or "auto";
-        see the module docstring.
-        `result_mode`: "inline" (the answer is the result), "s3" (the agent is asked for an S3
-        result, which a loopback stand-in for S3 receives: `_result_sink.py`) or "start_get"
-        (a background invocation read back with `get`: `_invocations.py`).
-        """
-        if result_mode not in invocations.RESULT_MODES:
-            raise ValueError(
-                f"result_mode must be one of {', '.join(invocations.RESULT_MODES)}, "
-                f"got {result_mode!r}"
-            )
-        self.result_mode = result_mode
-        self.s3_bucket = s3_bucket or "arl-local-results"
-        self.exp_id = exp_id or f"arl-local-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._sink: Any = None
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        if start_method not in START_METHODS:
-            raise ValueError(
-                f"start_method must be one of {', '.join(START_METHODS)}, got {start_method!r}"
-            )
+        """`config` is the `runtime` node (`local_config.py`: start method, isolation, result
+        mode, ...). `isolation` replaces the one `config` describes (an `IsolationChoice`, or a
+        built `Isolation`); `private_dirs` (the run directory) are hidden from the sessions too.
+        `base_dir` is where session directories are created (default: the system temp dir);
+        `python` runs the agent processes; `kill_grace_s` is how long a session may take to exit
+        after SIGTERM. See the module docstring for start methods and result modes."""
+        config.validate()
+        start_method = config.start_method
         if start_method == "fork" and not hasattr(os, "fork"):
-            raise ValueError("start_method='fork' needs os.fork (POSIX); use start_method='spawn'")
+            raise ConfigError("runtime.start_method=fork needs os.fork (POSIX); use start_method=spawn")
+        self.config = config
+        self.result_mode = config.result_mode
+        self.s3_bucket = config.s3_bucket or "arl-local-results"
+        self.exp_id = config.exp_id or f"arl-local-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._sink: Any = None
         self.base_dir = Path(base_dir) if base_dir is not None else None
-        if isinstance(isolation, str):
-            isolation = IsolationChoice(kind=isolation)
+        if isolation is None:
+            isolation = IsolationChoice(
+                kind=config.isolation, limits=config.limits, network=config.network,
+                hidden=(*map(Path, config.hidden_paths), *private_dirs),
+                readable=tuple(map(Path, config.readable_paths)))
         if start_method == "fork" and isinstance(isolation, IsolationChoice) and isolation.kind == "auto":
             logger.warning("start_method=fork: agent sessions are NOT isolated from each other "
                            "(forked children share their zygote's namespaces and uid); use "
@@ -152,25 +137,25 @@ class LocalRuntime:
         if isinstance(isolation, IsolationChoice):
             isolation = build_isolation(isolation, base_dir=self.base_dir)
         self.isolation: Isolation = isolation
-        self.caps = SessionCaps(Caps.resolve(isolation.limits, concurrency=concurrency))
+        self.caps = SessionCaps(Caps.resolve(isolation.limits, concurrency=config.concurrency))
         (logger.warning if self.caps.why_no_cgroup else logger.info)("%s", self.caps.describe())
         isolated = not isinstance(isolation, NoIsolation)
         if start_method == "auto":
             start_method = "spawn" if isolated or not hasattr(os, "fork") else "fork"
         elif start_method == "fork" and isolated:
-            raise ValueError(
-                f"start_method='fork' cannot isolate sessions (forked children share their "
+            raise ConfigError(
+                f"runtime.start_method=fork cannot isolate sessions (forked children share their "
                 f"zygote's namespaces and uid), but isolation is {isolation.name!r}: use "
-                "start_method='spawn' (or 'auto'), or isolation='none' to keep fork"
+                "start_method=spawn (or auto), or isolation=none to keep fork"
             )
-        self.concurrency = concurrency
-        self.startup_timeout_s = startup_timeout_s
+        self.concurrency = config.concurrency
+        self.startup_timeout_s = config.startup_timeout_s
         self.python = python
-        self.env_passthrough = tuple(env_passthrough)
+        self.env_passthrough = tuple(config.env_passthrough)
         self.kill_grace_s = kill_grace_s
-        self.final_state_max_bytes = final_state_max_bytes
+        self.final_state_max_bytes = config.final_state_mb * 1024 * 1024
         self.start_method = start_method
-        self._slots = asyncio.Semaphore(concurrency)
+        self._slots = asyncio.Semaphore(config.concurrency)
         self._live: set[Child] = set()
         self._sessions: dict[str, LocalSession] = {}
         # Per agent: the first session's start (later ones wait for it), and a load error, which
@@ -178,20 +163,20 @@ class LocalRuntime:
         self._first_starts: dict[str, asyncio.Future[None]] = {}
         self._load_errors: dict[str, str] = {}
         self._closed = False
-        self._zygotes = (
-            ZygotePool(
-                python=python,
-                startup_timeout_s=startup_timeout_s,
-                kill_grace_s=kill_grace_s,
-                environment=self._environment,
-            )
-            if start_method == "fork"
-            else None
-        )
-        if result_mode == "s3":
+        self._zygotes = ZygotePool(
+            python=python, startup_timeout_s=config.startup_timeout_s, kill_grace_s=kill_grace_s,
+            environment=self._environment,
+        ) if start_method == "fork" else None
+        if config.result_mode == "s3":
             from ._result_sink import ResultSink
 
             self._sink = ResultSink()
+
+    @classmethod
+    def for_run(cls, config: LocalRuntimeConfig, *, private_dirs: tuple[Path, ...] = (),
+                session_timeout_s: float | None = None) -> LocalRuntime:
+        """The run's runtime (`registry.py`): the session timeout is the caller's to enforce."""
+        return cls(config, private_dirs=private_dirs)
 
     async def run_session(
         self, *, agent: AgentRef, session_id: str, payload: dict[str, Any], timeout_s: float,

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MissingDependencyError, SamplingError
-from ..gateway.sampling import TokenCallback, deprecated_alias
+from ..gateway.sampling import TokenCallback
 from ..heap import start_heap_trimmer
 from ..records import FinishReason, SampleResult, SamplingParams
 
@@ -203,11 +203,6 @@ class HFLocalSampler:
             self.clear_prefix_cache()
 
         self._between_samples(relabel)
-
-    def swap_model(self, model: Any, *, policy_version: int) -> None:
-        """Deprecated name of `publish_weights`."""
-        deprecated_alias("HFLocalSampler.swap_model", "publish_weights")
-        self.publish_weights(model, policy_version=policy_version)
 
     def publish_weights(self, model: Any, *, policy_version: int) -> None:
         """`WeightSync`: replace the model once the rows in flight have finished; new requests

@@ -10,7 +10,7 @@ SDK: `sagemaker-train` 1.27 (`sagemaker.train.training_session`). The prompt goe
 - `stop` takes text only. Stop token ids are applied here instead: the sequence is cut after the
   first one (it stays in, as the model produced it), with finish reason `stop`.
 
-The trainer swaps in a new `SamplingClient` after every update (`swap`); the session itself is
+The trainer swaps in a new `SamplingClient` after every update (`publish_weights`); the session itself is
 the trainer's to stop, so `close` does nothing to it.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import MissingDependencyError, SamplingError
-from ..gateway.sampling import TokenCallback, deprecated_alias
+from ..gateway.sampling import TokenCallback
 from ..records import FinishReason, SampleResult, SamplingParams
 from ._http import checked_result, finish_reason
 
@@ -57,11 +57,6 @@ class SageMakerSampler:
         self._errors = service_errors()
         self.sampling_client = sampling_client
         self.policy_version = policy_version
-
-    def swap(self, sampling_client: Any, *, policy_version: int) -> None:
-        """Deprecated name of `publish_weights`."""
-        deprecated_alias("SageMakerSampler.swap", "publish_weights")
-        self.publish_weights(sampling_client, policy_version=policy_version)
 
     def publish_weights(self, sampling_client: Any, *, policy_version: int) -> None:
         """`WeightSync`: sample from `sampling_client` (new weights) from now on; in-flight samples

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import MissingDependencyError, SamplingError
-from ..gateway.sampling import TokenCallback, deprecated_alias
+from ..gateway.sampling import TokenCallback
 from ..records import SampleResult, SamplingParams
 from ._http import checked_result, finish_reason
 
@@ -46,11 +46,6 @@ class TinkerSampler:
         self.sampling_client = sampling_client
         self.policy_version = policy_version
         self._awaitable_sample = _at_least(getattr(self._tinker, "__version__", "0"), "0.38")
-
-    def swap_client(self, sampling_client: Any, *, policy_version: int) -> None:
-        """Deprecated name of `publish_weights`."""
-        deprecated_alias("TinkerSampler.swap_client", "publish_weights")
-        self.publish_weights(sampling_client, policy_version=policy_version)
 
     def publish_weights(self, sampling_client: Any, *, policy_version: int) -> None:
         """`WeightSync`: sample from new weights from now on; samples in flight keep the client

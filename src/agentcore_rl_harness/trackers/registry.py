@@ -10,7 +10,9 @@ import importlib
 import importlib.util
 from importlib.resources import files
 from types import ModuleType
+from typing import Any
 
+from ..config_schema import build
 from ..errors import ConfigError, MissingDependencyError
 
 CONF_GROUP = "logger"
@@ -55,3 +57,26 @@ def check_no_secrets(name: str, keys: list[str]) -> None:
             f"credential into the run's config.yaml; trackers read API keys only from the "
             f"environment (e.g. WANDB_API_KEY, MLFLOW_TRACKING_TOKEN)"
         )
+
+
+def build_logger_section(node: Any) -> dict[str, Any]:
+    """The `logger` group (several options at once: `logger=[tensorboard,wandb]`): each selected
+    tracker's typed node; an unknown tracker, a key that would hold a credential, or a tracker
+    whose package is missing is an error here, before anything runs."""
+    if node is None:
+        return {}
+    if not isinstance(node, dict):
+        raise ConfigError(f"config node logger must be a mapping of tracker name -> settings "
+                          f"(select trackers with logger=[tensorboard,wandb]), got {node!r}")
+    section = {}
+    for name, values in node.items():
+        module = tracker_module(str(name))
+        values = {} if values is None else values
+        if isinstance(values, dict):
+            check_no_secrets(str(name), list(values))
+        section[name] = build(module.Config, values, f"logger.{name}")
+        check = getattr(section[name], "validate", None)
+        if check is not None:
+            check()
+        require_package(str(name), module)
+    return section

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ..errors import ConfigError
 from ..records import Trace
 
 
@@ -84,7 +85,11 @@ class StepMetrics:
 
 @runtime_checkable
 class Trainer(Protocol):
-    """Takes groups of traces with rewards, updates the policy, hands the sampler new weights."""
+    """Takes groups of traces with rewards, updates the policy, hands the sampler new weights.
+
+    Implementations subclass it: the optional capabilities are default methods (no supervised
+    step, nothing to release), so callers never probe for them. `fake.RecordingTrainer` is the
+    recording stand-in for tests."""
 
     policy_version: int
 
@@ -95,3 +100,18 @@ class Trainer(Protocol):
     def load_checkpoint(self, path: str | os.PathLike[str]) -> int:
         """Restore a checkpoint written by `save_checkpoint`; return the step it was taken at."""
         ...
+
+    def sft_step(self, traces: Sequence[Trace], *, lr: float | None = None) -> Any:
+        """One supervised step (`sft.py`: mean token NLL of the masked tokens) -> `SFTMetrics`;
+        a trainer without one refuses (`trainers/registry.py` marks the kinds that have it)."""
+        raise ConfigError(f"{type(self).__name__} has no supervised warm-up step; set "
+                          "warmup.enabled=false or use trainer=local")
+
+    def sft_loss(self, traces: Sequence[Trace]) -> float:
+        """The supervised loss of `traces`, no update (see `sft_step`)."""
+        raise ConfigError(f"{type(self).__name__} has no supervised loss; set warmup.enabled=false "
+                          "or use trainer=local")
+
+    def close(self) -> None:
+        """Release what the trainer holds (a service trainer's billed session); default: nothing."""
+        return None

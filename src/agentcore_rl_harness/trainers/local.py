@@ -35,7 +35,7 @@ from ..errors import ConfigError, MissingDependencyError
 from ..heap import start_heap_trimmer
 from ..records import Trace
 from . import _prefix, _serving, checkpoint, sft
-from .base import StepMetrics, TrainGroup
+from .base import StepMetrics, TrainGroup, Trainer
 from .grpo import BatchItem, GRPOConfig, build_batch, policy_loss, staleness, step_metrics
 
 FINETUNE_MODES = ("lora", "full")
@@ -156,7 +156,7 @@ def _top_layers(model: Any, count: int | None) -> dict[str, Any]:
     return {"layers_to_transform": list(range(total - count, total))}
 
 
-class LocalTrainer:
+class LocalTrainer(Trainer):
     """GRPO on an in-process transformers causal LM; see the module docstring for weight sync."""
 
     def __init__(

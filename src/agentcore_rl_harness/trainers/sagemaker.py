@@ -45,7 +45,7 @@ from typing import Any
 
 from ..errors import ConfigError, HarnessError
 from ..samplers.sagemaker import SageMakerSampler, import_training_session, service_errors
-from .base import StepMetrics, TrainGroup
+from .base import StepMetrics, TrainGroup, Trainer
 from . import checkpoint
 from .checkpoint import STATE_FILE, CheckpointError
 from .datum import TokenDatum, token_data
@@ -162,7 +162,7 @@ def to_sdk_datum(datum: TokenDatum, sdk: Any) -> Any:
     )
 
 
-class SageMakerTrainer:
+class SageMakerTrainer(Trainer):
     """The `Trainer` protocol over one SageMaker training session; see the module docstring."""
 
     def __init__(self, training_client: Any, *, config: SageMakerTrainerConfig, algo: GRPOConfig,

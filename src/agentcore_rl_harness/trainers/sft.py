@@ -40,13 +40,11 @@ class SFTMetrics:
         return dataclasses.asdict(self)
 
 
-def supports_sft(trainer: Any) -> bool:
-    return callable(getattr(trainer, "sft_step", None)) and callable(getattr(trainer, "sft_loss", None))
+def require_sft(kind: str) -> None:
+    """Refuse a warm-up on a trainer kind that has no supervised step (yet): `registry.py`."""
+    from .registry import spec_for
 
-
-def require_sft(trainer: Any, kind: str) -> None:
-    """Refuse a warm-up on a trainer that has no supervised step (yet)."""
-    if not supports_sft(trainer):
+    if not spec_for(kind).sft:
         raise ConfigError(
             f"warmup.enabled=true needs a trainer with a supervised step; trainer={kind} has none "
             "yet (trainer=local has one); set warmup.enabled=false or use trainer=local")

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, HarnessError
-from .base import StepMetrics, TrainGroup
+from .base import StepMetrics, TrainGroup, Trainer
 from . import checkpoint
 from .checkpoint import CheckpointError
 from .datum import TokenDatum, token_data
@@ -188,7 +188,7 @@ def summed_token_loss(outputs: Sequence[Any]) -> float | None:
     return sum(sum(_tensor_values(entry["elementwise_loss"])) for entry in outputs)
 
 
-class TinkerTrainer:
+class TinkerTrainer(Trainer):
     """GRPO steps on a Tinker-compatible service; `.sampler` serves its current weights."""
 
     def __init__(
