@@ -124,7 +124,7 @@ def test_run_mode_items_are_the_post_eval_and_train_mode_has_one_item_per_task(p
     result.stdout.fnmatch_lines(["*1/2 tests collected*"])
 
 
-def test_missing_dataset_is_a_collection_error_with_the_path(pytester):
+def test_missing_dataset_is_a_usage_error_with_the_path(pytester):
     pytester.makepyfile(test_t="""
 import agentcore_rl_harness as arl
 
@@ -133,8 +133,9 @@ def test_x(rollout, row):
     pass
 """)
     result = pytester.runpytest("--agentcore-rl", "eval", "--agentcore-rl-out", "out")
-    assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*dataset file*missing.jsonl does not exist*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # like an empty dataset (issue 32)
+    assert any("dataset file" in line and "missing.jsonl does not exist" in line
+               for line in result.outlines + result.errlines)
 
 
 def test_xdist_training_is_refused_and_plain_xdist_is_left_alone(project):
