@@ -74,3 +74,25 @@ def test_without_the_runs_model_on_this_machine_the_page_says_how_to_decode(tmp_
                           rollouts=rollouts, item_phase="eval")
     write_reports(tmp_path, report, rollouts)
     assert "agentcore-rl report RUN_DIR --tokenizer DIR" in (tmp_path / "report.html").read_text()
+
+
+def test_reasoning_and_a_tool_call_cut_at_max_tokens_are_kept_apart_from_the_text(tmp_path, tiny_model_dir,
+                                                                                 tiny_tokenizer):
+    prompt = tiny_tokenizer.encode("<|im_start|>user\nAdd 1 and 2.<|im_end|>\n<|im_start|>assistant\n",
+                                   add_special_tokens=False)
+    reply = tiny_tokenizer.encode('<think>use add</think>Adding.<tool_call>\n{"name": "add", "argu',
+                                  add_special_tokens=False)
+    trace = Trace(token_ids=tuple(prompt + reply), prompt_length=len(prompt), loss_mask=(1,) * len(reply),
+                  logprobs=(-0.1,) * len(reply), finish_reason="length", metadata={})
+    user, assistant = messages(trace, Tokenizer(tiny_model_dir, ""))
+    assert (user.role, user.content, user.trained) == ("user", "Add 1 and 2.", False)
+    assert (assistant.reasoning, assistant.content, assistant.trained) == ("use add", "Adding.", True)
+    assert [(call.name, call.raw) for call in assistant.tool_calls] == [("(unparsed)", '{"name": "add", "argu')]
+    rollouts = [make_rollout("r0", status=Status.TASK_FAILED, success=False, traces=(trace,))]
+    report = build_report(run_id="run", mode="eval", config={"model": {"name": str(tiny_model_dir)}},
+                          overrides=[], versions={}, git_sha=None, started_at="", wall_time_s=1.0,
+                          rollouts=rollouts, item_phase="eval")
+    write_reports(tmp_path, report, rollouts)
+    page = (tmp_path / "report.html").read_text()
+    assert "reasoning:</p><pre>use add</pre><pre>Adding.</pre>" in page
+    assert '  - assistant: Adding. → {"name": "add", "argu' in (tmp_path / "report.md").read_text()
