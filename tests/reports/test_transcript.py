@@ -6,7 +6,8 @@ import json
 from agentcore_rl_harness.records import Status, Trace
 from agentcore_rl_harness.reports.build import build_report
 from agentcore_rl_harness.reports.render import write_reports
-from agentcore_rl_harness.reports.transcript import messages, run_tokenizer
+from agentcore_rl_harness.reports.tokenizer import Tokenizer, run_tokenizer
+from agentcore_rl_harness.reports.transcript import messages
 
 from test_store import make_rollout
 
@@ -28,14 +29,15 @@ def _trace(tokenizer):
                  logprobs=(-0.1,) * len(reply), finish_reason="stop", metadata={})
 
 
-def test_messages_tool_calls_and_results_come_back_from_the_tokens(tiny_tokenizer):
-    decode = lambda ids: tiny_tokenizer.decode(list(ids), skip_special_tokens=False)  # noqa: E731
-    found = messages(_trace(tiny_tokenizer), decode)
-    assert [(m.role, m.generated) for m in found] == [
+def test_messages_tool_calls_and_results_come_back_from_the_tokens(tiny_model_dir, tiny_tokenizer):
+    found = messages(_trace(tiny_tokenizer), Tokenizer(tiny_model_dir, ""))
+    assert [(m.role, m.trained) for m in found] == [
         ("system", False), ("user", False), ("assistant", False), ("tool", False), ("assistant", True)]
-    assert found[1].text == f"What do 3 apples cost? {HOSTILE}"
-    assert found[2].tool_calls == ('{"name": "price", "arguments": {"item": "apple"}}',) and found[2].text == ""
-    assert found[3].text == "50" and found[4].text == "The total is 150 cents."
+    assert found[1].content == f"What do 3 apples cost? {HOSTILE}"
+    assert [call.raw for call in found[2].tool_calls] == ['{"name": "price", "arguments": {"item": "apple"}}']
+    assert (found[2].tool_calls[0].name, found[2].tool_calls[0].arguments) == ("price", '{"item": "apple"}')
+    assert found[2].content == ""
+    assert found[3].content == "50" and found[4].content == "The total is 150 cents."
 
 
 def test_reports_show_the_transcript_with_the_runs_own_tokenizer(tmp_path, tiny_model_dir, tiny_tokenizer):
@@ -72,3 +74,25 @@ def test_without_the_runs_model_on_this_machine_the_page_says_how_to_decode(tmp_
                           rollouts=rollouts, item_phase="eval")
     write_reports(tmp_path, report, rollouts)
     assert "agentcore-rl report RUN_DIR --tokenizer DIR" in (tmp_path / "report.html").read_text()
+
+
+def test_reasoning_and_a_tool_call_cut_at_max_tokens_are_kept_apart_from_the_text(tmp_path, tiny_model_dir,
+                                                                                 tiny_tokenizer):
+    prompt = tiny_tokenizer.encode("<|im_start|>user\nAdd 1 and 2.<|im_end|>\n<|im_start|>assistant\n",
+                                   add_special_tokens=False)
+    reply = tiny_tokenizer.encode('<think>use add</think>Adding.<tool_call>\n{"name": "add", "argu',
+                                  add_special_tokens=False)
+    trace = Trace(token_ids=tuple(prompt + reply), prompt_length=len(prompt), loss_mask=(1,) * len(reply),
+                  logprobs=(-0.1,) * len(reply), finish_reason="length", metadata={})
+    user, assistant = messages(trace, Tokenizer(tiny_model_dir, ""))
+    assert (user.role, user.content, user.trained) == ("user", "Add 1 and 2.", False)
+    assert (assistant.reasoning, assistant.content, assistant.trained) == ("use add", "Adding.", True)
+    assert [(call.name, call.raw) for call in assistant.tool_calls] == [("(unparsed)", '{"name": "add", "argu')]
+    rollouts = [make_rollout("r0", status=Status.TASK_FAILED, success=False, traces=(trace,))]
+    report = build_report(run_id="run", mode="eval", config={"model": {"name": str(tiny_model_dir)}},
+                          overrides=[], versions={}, git_sha=None, started_at="", wall_time_s=1.0,
+                          rollouts=rollouts, item_phase="eval")
+    write_reports(tmp_path, report, rollouts)
+    page = (tmp_path / "report.html").read_text()
+    assert "reasoning:</p><pre>use add</pre><pre>Adding.</pre>" in page
+    assert '  - assistant: Adding. → {"name": "add", "argu' in (tmp_path / "report.md").read_text()

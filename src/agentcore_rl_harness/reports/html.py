@@ -13,9 +13,8 @@ import base64
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import jinja2
 
@@ -24,11 +23,12 @@ from ..viewer.links import rollout_link
 from .model import Report, Summary
 from .plots import histogram, success_plot, train_plot
 from .text import interrupted_banner, num as _num, pct as _pct, training_banner, verdict_line
+from .tokenizer import Tokenizer
 from .transcript import Message, conversation
 
 TOKENS_SHOWN_PER_TRACE = 2000
 
-Decode = Callable[[Sequence[int]], str]
+NO_TOKENIZER = Tokenizer(None, "no tokenizer")
 
 
 @dataclass(frozen=True)
@@ -107,10 +107,9 @@ def _script() -> str:
 
 
 def render_html(
-    report: Report, rollouts: Sequence[Rollout], *, tokenizer: Path | None = None, decode: Decode | None = None,
+    report: Report, rollouts: Sequence[Rollout], *, tokenizer: Tokenizer = NO_TOKENIZER,
 ) -> str:
-    """The page; tokens decoded with `decode`, else with `tokenizer`'s (else shown as ids)."""
-    decode = decode or decoder(tokenizer)
+    """The page; tokens decoded with `tokenizer` (shown as ids when it was not found)."""
     script = _script()
     model = report.run.config.get("model", {})
     ordered = sorted(rollouts, key=lambda r: (r.phase != "pre", r.phase, r.task, r.row_id,
@@ -125,7 +124,7 @@ def render_html(
         reward_rows=reward_rows(report),
         plots=[plot for plot in plots if plot is not None],
         rollouts=ordered,
-        details=[_detail(rollout, decode) for rollout in ordered],
+        details=[_detail(rollout, tokenizer) for rollout in ordered],
         denominator=report.overall.denominator,
         viewer_links=[rollout_link(report.run.id, rollout.session_id) for rollout in ordered],
         script=script,
@@ -193,7 +192,7 @@ def _pass_hat(summary: Summary) -> str:
     return f"pass^{k} {_pct(summary.pass_hat_k.get(str(k)))}" if k else "n/a"
 
 
-def _detail(rollout: Rollout, decode: Decode | None) -> Detail:
+def _detail(rollout: Rollout, tokenizer: Tokenizer) -> Detail:
     title = (f"{rollout.task} / {rollout.row_id} / sample {rollout.sample_index} / "
              f"{rollout.phase}" + ("" if rollout.step is None else f" step {rollout.step}"))
     return Detail(
@@ -201,8 +200,8 @@ def _detail(rollout: Rollout, decode: Decode | None) -> Detail:
         title=title,
         rewards=json.dumps(rollout.rewards, sort_keys=True),
         result=json.dumps(rollout.result, indent=2, ensure_ascii=False, default=str),
-        traces=tuple(_trace_view(trace, decode) for trace in rollout.traces),
-        transcript=conversation(rollout, decode) if decode else (),
+        traces=tuple(_trace_view(trace, tokenizer) for trace in rollout.traces),
+        transcript=conversation(rollout, tokenizer) if tokenizer.found else (),
     )
 
 
@@ -219,7 +218,7 @@ def mask_runs(trace: Trace) -> list[tuple[str, int, int]]:
     return runs
 
 
-def _trace_view(trace: Trace, decode: Decode | None) -> TraceView:
+def _trace_view(trace: Trace, tokenizer: Tokenizer) -> TraceView:
     runs = mask_runs(trace)
     pieces, budget = [], TOKENS_SHOWN_PER_TRACE
     for kind, start, end in runs:
@@ -227,8 +226,7 @@ def _trace_view(trace: Trace, decode: Decode | None) -> TraceView:
             break
         ids = trace.token_ids[start:min(end, start + budget)]
         budget -= len(ids)
-        text = decode(ids) if decode else " ".join(str(i) for i in ids)
-        pieces.append(TokenRun(kind, start, end, text))
+        pieces.append(TokenRun(kind, start, end, tokenizer.decode(ids)))
     return TraceView(
         tokens=len(trace.token_ids),
         prompt_length=trace.prompt_length,
@@ -239,12 +237,3 @@ def _trace_view(trace: Trace, decode: Decode | None) -> TraceView:
         hidden=len(trace.token_ids) - TOKENS_SHOWN_PER_TRACE,
         metadata=json.dumps(trace.metadata, sort_keys=True, default=str),
     )
-
-
-def decoder(tokenizer: Path | None) -> Decode | None:
-    if tokenizer is None:
-        return None
-    from transformers import AutoTokenizer
-
-    loaded = AutoTokenizer.from_pretrained(str(tokenizer))
-    return lambda ids: loaded.decode(list(ids), skip_special_tokens=False)

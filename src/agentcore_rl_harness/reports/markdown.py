@@ -8,7 +8,8 @@ from pathlib import Path
 from ..records import Rollout
 from .model import Report
 from .text import delta_table, interrupted_banner, md_cell, num, pct, pp, training_banner, verdict_line
-from .transcript import Decode, excerpt
+from .tokenizer import Tokenizer
+from .transcript import excerpt
 
 FAILED_EXCERPTS = 10  # failed rollouts excerpted in report.md; report.html has every transcript
 
@@ -25,7 +26,7 @@ def _rewards_section(report: Report) -> list[str]:
     return lines
 
 
-def _failed_section(rollouts: Sequence[Rollout], decode: Decode | None) -> list[str]:
+def _failed_section(rollouts: Sequence[Rollout], tokenizer: Tokenizer | None) -> list[str]:
     failed = [r for r in rollouts if r.success is False or r.status.value != "completed"]
     if not failed:
         return []
@@ -37,9 +38,9 @@ def _failed_section(rollouts: Sequence[Rollout], decode: Decode | None) -> list[
         lines.append(f"- **{md_cell(rollout.task)} / {md_cell(rollout.row_id)} / sample {rollout.sample_index}** "
                      f"({rollout.phase}): `{rollout.status.value}`, reward {num(rollout.reward)}"
                      + (f" ({md_cell(rewards)})" if rewards else "") + (f" — {md_cell(why[:200])}" if why else ""))
-        for line in (excerpt(rollout, decode) if decode else []):
+        for line in (excerpt(rollout, tokenizer) if tokenizer and tokenizer.found else []):
             lines.append(f"  - {md_cell(line)}")
-        if not decode and rollout.result is not None:
+        if not (tokenizer and tokenizer.found) and rollout.result is not None:
             lines.append(f"  - result: `{md_cell(str(rollout.result)[:200])}`")
     return lines
 
@@ -96,7 +97,7 @@ def _files_line(report: Report, files_at: Path | None) -> str:
 
 
 def render_markdown(report: Report, *, files_at: Path | None = None, rollouts: Sequence[Rollout] = (),
-                    decode: Decode | None = None) -> str:
+                    tokenizer: Tokenizer | None = None) -> str:
     """report.md; with `files_at` (a page away from the files, e.g. GitHub's step summary, where
     relative links are dead) the files are named with the run directory's path instead of linked."""
     model = report.run.config.get("model", {})
@@ -133,7 +134,7 @@ def render_markdown(report: Report, *, files_at: Path | None = None, rollouts: S
     lines += _rewards_section(report)
     lines += _delta_section(report)
     lines += _failures_section(report)
-    lines += _failed_section(rollouts, decode)
+    lines += _failed_section(rollouts, tokenizer)
     lines += _train_section(report)
     lines += [
         "",

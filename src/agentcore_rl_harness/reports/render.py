@@ -38,17 +38,17 @@ def write_reports(
     `tokenizer` (an HF folder; default the run's own model, when on this machine) decodes the
     tokens: transcripts in report.html, excerpts of failed rollouts in report.md.
     """
-    from .html import decoder, render_html
-    from .transcript import run_tokenizer
+    from .html import render_html
+    from .tokenizer import find_tokenizer, model_name
 
     run_dir = Path(run_dir)
     unique, _ = deduplicate(rollouts)
-    decode = decoder(tokenizer or run_tokenizer(report.run.config))
-    markdown = render_markdown(report, rollouts=unique, decode=decode)
+    decoder = find_tokenizer(model_name(report.run.config), tokenizer)
+    markdown = render_markdown(report, rollouts=unique, tokenizer=decoder)
     writers = {
         "json": ("report.json", lambda: report.model_dump_json(indent=2)),
         "md": ("report.md", lambda: markdown),
-        "html": ("report.html", lambda: render_html(report, unique, decode=decode)),
+        "html": ("report.html", lambda: render_html(report, unique, tokenizer=decoder)),
         "junit": ("junit.xml", lambda: render_junit(report, unique)),
     }
     for name in formats:
@@ -60,6 +60,6 @@ def write_reports(
             (run_dir / filename).write_text(content, encoding="utf-8")
     summary_path = os.environ.get(STEP_SUMMARY_ENV)
     if step_summary and summary_path:
-        summary = render_markdown(report, files_at=run_dir.resolve(), rollouts=unique, decode=decode)
+        summary = render_markdown(report, files_at=run_dir.resolve(), rollouts=unique, tokenizer=decoder)
         with open(summary_path, "a", encoding="utf-8") as handle:
             handle.write(summary + "\n")

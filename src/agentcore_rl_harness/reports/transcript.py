@@ -1,96 +1,136 @@
-"""A rollout's conversation, read back from its traces: the messages, tool calls and tool results
-the model saw and wrote, for report.html's transcripts and report.md's excerpts of failures.
+"""A trace's conversation, read back from its token ids: the messages, reasoning, tool calls and
+tool results the model saw and wrote, and which of them were trained. The one transcript model and
+parser: report.html's transcripts, report.md's excerpts of failures and the viewer's rollout page
+all read it.
 
 Rollout records keep token ids, not messages, so the text is decoded with the run's tokenizer
-and split on the chat template's turn markers (ChatML, `<|im_start|>role ... <|im_end|>`, with
-Hermes-style `<tool_call>` / `<tool_response>` blocks, as the bundled template writes them). A
-template without those markers gives one message holding the decoded text.
+(`tokenizer.Tokenizer`) and split at the chat template's turn markers (ChatML,
+`<|im_start|>ROLE ... <|im_end|>`, with `<think>` reasoning and Hermes-style `<tool_call>` /
+`<tool_response>` blocks, as the bundled template writes them). A template without those markers
+is shown as its mask runs (context / trained).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..records import Rollout, Trace
+from .tokenizer import Tokenizer
 
-Decode = Callable[[Sequence[int]], str]
-TURN = re.compile(r"<\|im_start\|>(\w+)\n(.*?)(?:<\|im_end\|>|$)", re.DOTALL)
-TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-TOOL_RESPONSE = re.compile(r"^<tool_response>\n?(.*?)\n?(?:</tool_response>)?$", re.DOTALL)
+TURN_START, TURN_END = "<|im_start|>", "<|im_end|>"
+TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)  # cut at max_tokens: to the end
+THINK = re.compile(r"<think>(.*?)</think>", re.S)
+TOOL_RESPONSE = re.compile(r"^\s*<tool_response>\s*(.*?)\s*(?:</tool_response>\s*)?$", re.S)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as written: `raw` the block's text, `name` / `arguments` (JSON) parsed from it
+    (`(unparsed)` and the raw text when it is not a JSON call)."""
+
+    name: str
+    arguments: str
+    raw: str
 
 
 @dataclass(frozen=True)
 class Message:
-    """One turn of the conversation as shown: `role` is system, user, assistant or tool."""
+    """One turn of a transcript: `role` is system, user, assistant or tool (`context` for a mask
+    run of a template without turn markers); `trained` is True when its tokens carry loss mask 1;
+    `start` / `end` are its token positions in the trace."""
 
     role: str
-    text: str
-    tool_calls: tuple[str, ...] = ()
-    generated: bool = False  # written by the model in this trace (its trained tokens)
+    content: str
+    reasoning: str
+    tool_calls: tuple[ToolCall, ...]
+    trained: bool
+    start: int
+    end: int
 
 
-def run_tokenizer(config: dict) -> Path | None:
-    """The run's own tokenizer folder (its `model.name`, a named model already prepared or a
-    local folder), so reports show text without `--tokenizer`; None when it is not on this machine."""
-    from ..models import MODEL_NAMES, is_prepared, model_dir
-
-    model = config.get("model")
-    name = model.get("name") if isinstance(model, dict) else model
-    if not isinstance(name, str) or not name:
-        return None
-    if name in MODEL_NAMES:
-        return model_dir(name) if is_prepared(name) else None
-    path = Path(name).expanduser()
-    return path if (path / "tokenizer_config.json").is_file() else None
-
-
-def messages(trace: Trace, decode: Decode) -> tuple[Message, ...]:
-    """The conversation of one trace, in order; the sampled reply marked `generated`."""
-    prompt = decode(trace.token_ids[:trace.prompt_length])
-    reply = decode(trace.token_ids[trace.prompt_length:])
-    found = _split(prompt, generated=False) + _split(reply, generated=True, open_role="assistant")
-    return tuple(message for message in found if message.text or message.tool_calls)
-
-
-def _split(text: str, *, generated: bool, open_role: str | None = None) -> tuple[Message, ...]:
-    if "<|im_start|>" not in text:
-        if not text.strip():
-            return ()
-        return (_message(open_role or "text", text, generated=generated),)
-    head, _, _ = text.partition("<|im_start|>")
-    found = [_message(open_role, head, generated=generated)] if open_role and head.strip() else []
-    found += [_message(role, body, generated=generated) for role, body in TURN.findall(text)]
-    return tuple(found)
+def transcript(token_ids: Sequence[int], prompt_length: int, loss_mask: Sequence[int],
+               tokenizer: Tokenizer) -> list[Message]:
+    """Every turn of one trace, in order (empty ones too: the viewer shows their token spans)."""
+    token_ids = list(token_ids)
+    mask = [0] * prompt_length + list(loss_mask)
+    start_id, end_id = tokenizer.marker(TURN_START), tokenizer.marker(TURN_END)
+    if start_id is None or end_id is None:
+        return _by_mask(token_ids, mask, tokenizer)
+    found, position = [], 0
+    while position < len(token_ids):
+        try:
+            start = token_ids.index(start_id, position)
+        except ValueError:
+            break
+        try:
+            end = token_ids.index(end_id, start) + 1
+        except ValueError:
+            end = len(token_ids)  # a reply cut at max_tokens
+        text = tokenizer.decode(token_ids[start + 1:end])
+        role, _, body = text.partition("\n")
+        found.append(_message(role.strip(), body.removesuffix(TURN_END), any(mask[start:end]),
+                              start, end))
+        position = end
+    return found or _by_mask(token_ids, mask, tokenizer)
 
 
-def _message(role: str | None, body: str, *, generated: bool) -> Message:
-    body = body.replace("<|im_end|>", "").strip()
-    response = TOOL_RESPONSE.match(body)
-    if role == "user" and response:
-        return Message("tool", response.group(1).strip(), generated=generated)
-    calls = tuple(call.strip() for call in TOOL_CALL.findall(body))
-    text = TOOL_CALL.sub("", body).strip() if calls else body
-    return Message(role or "assistant", text, calls, generated=generated)
+def _message(role: str, body: str, trained: bool, start: int, end: int) -> Message:
+    reasoning = "\n".join(match.strip() for match in THINK.findall(body))
+    body = THINK.sub("", body)
+    calls = tuple(_tool_call(raw) for raw in TOOL_CALL.findall(body)) if role == "assistant" else ()
+    if calls:
+        body = TOOL_CALL.sub("", body)
+    response = TOOL_RESPONSE.match(body) if role in ("user", "tool") else None
+    if response:
+        role, body = "tool", response.group(1)
+    return Message(role, body.strip(), reasoning, calls, trained, start, end)
 
 
-def conversation(rollout: Rollout, decode: Decode) -> tuple[Message, ...]:
+def _tool_call(raw: str) -> ToolCall:
+    try:
+        call = json.loads(raw)
+        return ToolCall(str(call["name"]), json.dumps(call.get("arguments"), ensure_ascii=False), raw)
+    except (ValueError, KeyError, TypeError):
+        return ToolCall("(unparsed)", raw, raw)
+
+
+def _by_mask(token_ids: Sequence[int], mask: Sequence[int], tokenizer: Tokenizer) -> list[Message]:
+    found, start = [], 0
+    for position in range(1, len(token_ids) + 1):
+        if position == len(token_ids) or mask[position] != mask[start]:
+            role = "assistant" if mask[start] else "context"
+            found.append(Message(role, tokenizer.decode(token_ids[start:position]), "", (),
+                                 bool(mask[start]), start, position))
+            start = position
+    return found
+
+
+def messages(trace: Trace, tokenizer: Tokenizer) -> tuple[Message, ...]:
+    """The conversation of one trace record as report.html shows it: turns with something in them."""
+    return tuple(message for message in
+                 transcript(trace.token_ids, trace.prompt_length, trace.loss_mask, tokenizer)
+                 if message.content or message.reasoning or message.tool_calls)
+
+
+def conversation(rollout: Rollout, tokenizer: Tokenizer) -> tuple[Message, ...]:
     """The rollout's longest trace (a linear episode is one trace) as messages."""
     if not rollout.traces:
         return ()
-    return messages(max(rollout.traces, key=lambda trace: len(trace.token_ids)), decode)
+    return messages(max(rollout.traces, key=lambda trace: len(trace.token_ids)), tokenizer)
 
 
-def excerpt(rollout: Rollout, decode: Decode, *, last: int = 4, chars: int = 160) -> list[str]:
+def excerpt(rollout: Rollout, tokenizer: Tokenizer, *, last: int = 4, chars: int = 160) -> list[str]:
     """The end of a failed rollout's conversation in a few short lines (report.md); the system
     prompt, the same for every rollout, is left to report.html."""
     lines = []
-    for message in [m for m in conversation(rollout, decode) if m.role != "system"][-last:]:
-        text = " ".join(message.text.split())
+    for message in [m for m in conversation(rollout, tokenizer) if m.role != "system"][-last:]:
+        text = " ".join(message.content.split())
         if message.tool_calls:
-            text = (text + " " if text else "") + " ".join(f"→ {' '.join(call.split())}" for call in message.tool_calls)
+            calls = " ".join(f"→ {' '.join(call.raw.split())}" for call in message.tool_calls)
+            text = (text + " " if text else "") + calls
         if len(text) > chars:
             text = text[:chars - 3] + "..."
         lines.append(f"{message.role}: {text}")

@@ -19,9 +19,10 @@ from typing import Any
 
 import jinja2
 
+from ..reports.tokenizer import Tokenizer, find_tokenizer
+from ..reports.transcript import Message, transcript
 from .index import DEMO_PHASE, Filter, Page, RolloutRow
 from .runs import Run
-from .tokens import Tokenizer, find_tokenizer, transcript
 
 TOKENS_PER_PAGE = 4000
 PAIRED_PHASES = {"pre": "post", "post": "pre"}
@@ -151,7 +152,7 @@ def compare_page(run: Run, number: int, *, tokenizer_dir: Path | None, mode: str
     sides = []
     for side in (row, other) if other else (row,):
         record = run.index.record(side.number)
-        messages = [transcript(trace, tokenizer) for trace in record.get("traces") or []]
+        messages = [trace_messages(trace, tokenizer) for trace in record.get("traces") or []]
         sides.append((side, record, messages, json.dumps(record.get("result"), indent=2,
                                                           ensure_ascii=False, default=str)))
     sides.sort(key=lambda side: side[0].phase != "pre")
@@ -193,7 +194,7 @@ class TokenView:
 class TraceView:
     number: int
     trace: dict[str, Any]
-    messages: list[Any]
+    messages: list[Message]
     tokens: list[TokenView]
     total_tokens: int
     trained: int
@@ -218,7 +219,7 @@ def trace_view(trace: dict[str, Any], tokenizer: Tokenizer, start: int, limit: i
         origin = ("forced" if forced else "sampled") if mask else "context"
         tokens.append(TokenView(position, token_ids[position], text, kind, mask, logprob, origin))
     return TraceView(
-        number=number, trace=trace, messages=transcript(trace, tokenizer), tokens=tokens,
+        number=number, trace=trace, messages=trace_messages(trace, tokenizer), tokens=tokens,
         total_tokens=len(token_ids), trained=sum(trace["loss_mask"]), forced=forced,
         policy_versions=list(metadata.get("policy_versions") or []),
         metadata=json.dumps(metadata, sort_keys=True, indent=1, default=str),
@@ -253,3 +254,8 @@ def training_curve(steps: list[dict[str, Any]], width: int = 520, height: int = 
         lines.append((f"{key} [{low:.3g}, {high:.3g}]", colour, coords))
         labels.append((20, 14 + 14 * position, f"{key}: {low:.3g} – {high:.3g}"))
     return Curve(width, height, lines, len(steps), labels) if lines else None
+
+
+def trace_messages(trace: dict[str, Any], tokenizer: Tokenizer) -> list[Message]:
+    """The transcript of a trace as rollouts.jsonl stores it."""
+    return transcript(trace["token_ids"], trace["prompt_length"], trace["loss_mask"], tokenizer)

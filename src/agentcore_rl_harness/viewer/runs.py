@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from ..errors import HarnessError
+from ..reports.tokenizer import model_name
 from .index import ROLLOUTS, RunIndex
 from .links import run_key
 
@@ -117,9 +118,7 @@ class Run:
         return bool(stamps) and time.time() - max(stamps) < LIVE_WINDOW_S
 
     def model_name(self) -> str | None:
-        model = self.config().get("model")
-        name = model.get("name") if isinstance(model, dict) else model
-        return str(name) if name else None
+        return model_name(self.config())
 
 
 def _json_file(path: Path) -> dict[str, Any] | None:

@@ -94,7 +94,7 @@ def serve(settings: ViewSettings, *, announce: Callable[[str], None] | None = No
 def _warm_tokenizers(catalog: Any, override: Path | None) -> None:
     """Load the runs' tokenizers while the user opens the first page (transformers' import
     takes seconds), so the first transcript does not wait for it."""
-    from .tokens import find_tokenizer
+    from ..reports.tokenizer import find_tokenizer
 
     for run in catalog.runs():
         find_tokenizer(run.model_name(), override).pieces([0])
