@@ -65,3 +65,19 @@ def test_no_inflight_file_no_table(run_dir, start_viewer):
     viewer = start_viewer(run_dir)
     assert _inflight_table(_get(viewer.base + PAGE)) == (False, [])
     assert json.loads(_get(viewer.base + f"run/{RUN_NAME}/rows.json"))["inflight"] is None
+
+
+def test_workers_files_merge_and_a_dead_workers_file_beside_live_ones_is_dropped(tmp_path):
+    from agentcore_rl_harness.viewer.inflight import read_inflight
+
+    now = time.time()
+    entry = {"task": "t", "sample_index": 0, "phase": "eval", "state": "running", "started_at": now - 5}
+    for name, row, age in (("inflight-11.json", "a", 1), ("inflight-12.json", "b", 2), ("inflight-13.json", "dead", 600)):
+        (tmp_path / name).write_text(json.dumps({"cases": [{**entry, "row_id": row}]}))
+        os.utime(tmp_path / name, (now - age, now - age))
+    seen = read_inflight(tmp_path, now=now)
+    assert sorted(case.row_id for case in seen.cases) == ["a", "b"] and not seen.stale
+    (tmp_path / "inflight-11.json").unlink()
+    (tmp_path / "inflight-12.json").unlink()
+    left = read_inflight(tmp_path, now=now)  # only the dead one: shown, as stale
+    assert [case.row_id for case in left.cases] == ["dead"] and left.stale

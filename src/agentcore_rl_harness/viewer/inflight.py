@@ -54,19 +54,20 @@ def read_inflight(run_dir: Path, *, now: float | None = None) -> InFlight | None
     if (run_dir / "report.json").is_file():
         return None
     now = time.time() if now is None else now
-    cases: list[Flying] = []
-    stamps = []
+    files: list[tuple[float, list[Flying]]] = []
     for path in sorted(run_dir.glob(f"{Path(INFLIGHT).stem}*.json")):
         try:
-            stamps.append(path.stat().st_mtime)
+            stamp = path.stat().st_mtime
             content = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue  # deleted as the run ended, between the listing and the read
-        if isinstance(content, dict):
-            cases += [_flying(entry, now) for entry in content.get("cases") or [] if isinstance(entry, dict)]
-    if not stamps:
+        entries = content.get("cases") if isinstance(content, dict) else None
+        files.append((stamp, [_flying(entry, now) for entry in entries or [] if isinstance(entry, dict)]))
+    if not files:
         return None
-    age = max(0.0, now - max(stamps))
+    age = max(0.0, now - max(stamp for stamp, _ in files))
+    # a killed worker's file left beside live ones (`pytest -n`, then a resume) is not in flight
+    cases = [case for stamp, found in files if age > STALE_S or now - stamp <= STALE_S for case in found]
     return InFlight(cases=tuple(sorted(cases, key=lambda case: -(case.running_s or -1.0))),
                     stale=age > STALE_S, age_s=age)
 
