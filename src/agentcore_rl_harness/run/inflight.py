@@ -38,6 +38,8 @@ def in_flight(rundir: RunDir, harness: Harness) -> "InFlight":
 
 
 class InFlight:
+    """The writer of one process's in-flight file (thread-safe: cases end on the loop thread)."""
+
     def __init__(self, run_dir: Path, *, session_of: SessionOf, name: str = INFLIGHT,
                  every_s: float = EVERY_S, clock: Callable[[], float] = time.time) -> None:
         self.path = Path(run_dir) / name
