@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 ROLLOUTS = "rollouts.jsonl"
 DISCARDED = "rollouts.discarded.jsonl"
 RUN_INFO = "run.json"
+INFLIGHT = "inflight.json"  # the rollouts running now (run/inflight.py writes it, the viewer reads it)
 
 
 def default_run_dir(mode: str, base: Path) -> Path:

@@ -2,8 +2,10 @@
 filter a finished run to failures, open a transcript, switch to the token view; watch a run in
 progress grow; open the static bundle from disk; agent output stays text."""
 
+import json
 import os
 import shutil
+import time
 
 import pytest
 
@@ -97,13 +99,24 @@ def test_a_running_run_shows_a_new_rollout_when_it_is_written(
     browser.wait_for("document.body.dataset.ok === '1'")
     assert browser.js("document.getElementById('live').textContent") == "live"
     assert browser.js("document.getElementById('total').textContent") == "7"
+    assert browser.js("document.getElementById('inflight').hidden") is True  # no inflight.json yet
+    _inflight(run_dir, [{"task": HOSTILE, "row_id": "just-finished", "sample_index": 0, "phase": "post",
+                         "step": None, "state": "running", "session_id": "arl-x", "started_at": time.time() - 3}])
+    browser.wait_for("!document.getElementById('inflight').hidden")  # the live poll shows it
+    assert browser.js("[...document.querySelector('#inflight tbody tr').children].map(c => c.textContent)")[:5] \
+        == [HOSTILE, "just-finished", "0", "post", "running"]  # as text: nothing ran
+    _inflight(run_dir, [])
     store.append(rollout(tiny_tokenizer, 7, phase="post", row_id="just-finished"))
     browser.wait_for("document.querySelector('#rollouts tr.new') !== null")
     assert browser.js("document.querySelector('#rollouts tr.new').children[2].textContent") == \
         "just-finished"
     assert browser.js("document.getElementById('total').textContent") == "8"
     assert browser.js("document.getElementById('matched').textContent").startswith("1 new since")
+    browser.wait_for("document.querySelectorAll('#inflight tbody tr').length === 0")
     _shot(browser, tmp_path, "live")
+    (run_dir / "inflight.json").unlink()  # the run ended
+    browser.wait_for("document.getElementById('inflight').hidden")
+    assert browser.dialogs == []
     store.close()
     browser.open_by(lambda: browser.click("#rollouts tr.new a"))
     assert browser.js("location.pathname").endswith("/rollout/7.html")
@@ -129,3 +142,9 @@ def test_the_bundle_renders_offline_from_disk(shared_run, browser, tmp_path):
     _check_transcript_and_tokens(browser, tmp_path, "bundle")
     assert browser.js("performance.getEntriesByType('resource').length") == 0  # nothing fetched
     assert browser.console == []
+
+
+def _inflight(run_dir, cases):
+    temporary = run_dir / ".inflight.tmp"  # replaced whole, as the run writes it
+    temporary.write_text(json.dumps({"updated_at": time.time(), "cases": cases}))
+    os.replace(temporary, run_dir / "inflight.json")

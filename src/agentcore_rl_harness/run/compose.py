@@ -268,6 +268,10 @@ class Harness:
     def live_sessions(self) -> int:
         return self.cases.live_sessions() if self.cases is not None else 0
 
+    def session_of(self, case: Case) -> tuple[str, float] | None:
+        """The session id and start time of a case whose agent session runs now; else None."""
+        return self.cases.session_of(case) if self.cases is not None else None
+
     def versions(self) -> dict[str, str]:
         from .finish import versions
 

@@ -32,11 +32,13 @@ from ..progress import Progress, Terminal, choose_style
 from ..records import Rollout, Status
 from ..reports.build import build_report
 from ..reports.load import read_discarded
+from ..train_store import read_steps
 from ..reports.model import ITEM_PHASE, Report
 from ..tasks import TaskSpec
 from . import finish
 from .cases import Case, Episode
 from .compose import Harness
+from .inflight import in_flight
 from .plan import PlannedItem, TrainItem, case_key, plan_cases
 from .rundir import RunDir
 from .schedule import RunningBatch, Scheduler, episode_or_failure
@@ -126,8 +128,8 @@ class Run:
     @property
     def scheduler(self) -> Scheduler:
         if self._scheduler is None:
-            self._scheduler = Scheduler(submit=self.parts().submit, progress=self.progress,
-                                        live_sessions=lambda: self.harness.live_sessions() if self.harness else 0)
+            self._scheduler = Scheduler(submit=self.parts().submit, progress=self.progress, inflight=in_flight(
+                self.rundir, self.parts()), live_sessions=lambda: self.harness.live_sessions() if self.harness else 0)
         return self._scheduler
 
     def parts(self) -> Harness:
@@ -381,8 +383,6 @@ class Run:
         `interrupted`: the session was stopped; the report says so and how to resume."""
         self.interrupted = interrupted and self.rundir.opened
         if self.interrupted and not self.rundir.shared:  # the steps a stopped loop never returned
-            from ..train_store import read_steps
-
             self.train_steps = read_steps(self.run_dir)
         self.progress.clear()
         if self._scheduler is not None:

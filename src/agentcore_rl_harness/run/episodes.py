@@ -104,6 +104,7 @@ class CaseRunner:
         self.settings = settings
         self._slots: asyncio.Semaphore | None = None  # made on the loop that runs the cases
         self._held: list[HeldResources] = []
+        self._live: dict[int, tuple[str, float]] = {}  # id(case) -> (session id, wall start)
 
     async def run(self, case: Case) -> Episode:
         """Run one case when a session slot is free (bounds live gateway + agent sessions)."""
@@ -136,10 +137,12 @@ class CaseRunner:
         # Resources kept past the agent's answer (the session's sandbox, for the task to inspect)
         # are held here and released once the rollout is scored.
         held = HeldResources()
+        self._live[id(case)] = (session_id, time.time())  # in flight (`session_of`, inflight.json)
         try:
             outcome = planning_failed if agent is None else await self._invoke(
                 case, agent, session_id, rollout_info, started)
         finally:
+            self._live.pop(id(case), None)
             finished = self.sessions.finish(session_id)
         sandbox = None
         if case.spec.needs_sandbox:  # the runtime kept the session (ACR: still live) until scored
@@ -196,6 +199,10 @@ class CaseRunner:
 
     def live_sessions(self) -> int:
         return self.runtime.live_sessions
+
+    def session_of(self, case: Case) -> tuple[str, float] | None:
+        """The session id and wall-clock start of `case` while its agent session runs."""
+        return self._live.get(id(case))
 
     async def release_all(self) -> None:
         """Release what episodes still hold (the run ends before some were scored)."""

@@ -17,6 +17,7 @@ from ..errors import HarnessError
 from ..progress import POLL_S, Progress
 from ..records import Rollout
 from .cases import Case, Episode
+from .inflight import InFlight
 from .plan import CaseKey, case_key
 from .scoring import RolloutHandle
 
@@ -49,10 +50,13 @@ def episode_or_failure(future: concurrent.futures.Future[Episode]) -> tuple[Epis
 
 
 class Scheduler:
-    def __init__(self, *, submit: Submit, progress: Progress, live_sessions: Callable[[], int]) -> None:
+    def __init__(self, *, submit: Submit, progress: Progress, live_sessions: Callable[[], int],
+                 inflight: InFlight | None = None) -> None:
+        """`inflight`: told of every submitted case (`inflight.json`); cleared by `cancel`."""
         self._submit = submit
         self.progress = progress
         self._live_sessions = live_sessions
+        self.inflight = inflight
         self.pending: dict[str, Pending] = {}
         self.replayed: dict[str, Rollout] = {}
 
@@ -62,7 +66,7 @@ class Scheduler:
             if case_key(case) in done:
                 self.replayed[item_id] = done[case_key(case)]
             else:
-                self.pending[item_id] = Pending(case=case, future=self._submit(case))
+                self.pending[item_id] = Pending(case=case, future=self._start(case))
 
     def begin_items(self, phase: str) -> None:
         """Start the items' progress phase (replayed rollouts count as done and scored)."""
@@ -85,7 +89,7 @@ class Scheduler:
             step = cases[0].step
             self.progress.begin_phase(cases[0].phase, len(cases), step=step,
                                       steps=steps if step is not None else None)
-        futures = [self._submit(case) for case in cases]
+        futures = [self._start(case) for case in cases]
         for future in futures:
             future.add_done_callback(self._finished)
         return RunningBatch(self, futures)
@@ -111,10 +115,21 @@ class Scheduler:
 
     def tick(self, *, waiting: bool = False, force: bool = False) -> None:
         self.progress.tick(self._live_sessions(), waiting=waiting, force=force)
+        if self.inflight is not None:
+            self.inflight.refresh()
 
     def cancel(self) -> None:
+        """The run ends: cancel what did not start; nothing is in flight from now on."""
         for pending in self.pending.values():
             pending.future.cancel()
+        if self.inflight is not None:
+            self.inflight.close()
+
+    def _start(self, case: Case) -> concurrent.futures.Future[Episode]:
+        future = self._submit(case)
+        if self.inflight is not None:
+            self.inflight.watch(case, future)
+        return future
 
     def _finished(self, future: concurrent.futures.Future[Episode]) -> None:
         """Count a finished rollout and its sampled tokens (runs on the harness's loop thread)."""

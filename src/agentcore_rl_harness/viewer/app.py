@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from ..errors import HarnessError
 from .index import Filter
+from .inflight import read_inflight
 from .pages import cells, compare_page, rollout_page, run_page, runs_page
 from .runs import Catalog, Run
 
@@ -118,7 +119,9 @@ def create_app(catalog: Catalog, *, access: Access, tokenizer: Path | None = Non
         after = int(request.query_params.get("after") or 0)
         total = chosen.index.refresh()
         new = [row for row in chosen.index.rows()[after:] if query.matches(row)]
-        return JSONResponse({"total": total, "live": chosen.live(), "rows": [
+        inflight = read_inflight(chosen.run_dir)
+        return JSONResponse({"total": total, "live": chosen.live(),
+                             "inflight": inflight.payload() if inflight else None, "rows": [
             {"number": row.number, "cells": cells(row), "failed": row.failed, "demo": row.demo}
             for row in new]})
 

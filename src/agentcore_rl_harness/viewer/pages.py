@@ -22,6 +22,7 @@ import jinja2
 from ..reports.tokenizer import Tokenizer, find_tokenizer
 from ..reports.transcript import Message, transcript
 from .index import DEMO_PHASE, Filter, Page, RolloutRow
+from .inflight import read_inflight
 from .runs import Run
 
 TOKENS_PER_PAGE = 4000
@@ -121,6 +122,7 @@ def run_page(run: Run, query: Filter, *, start: int, limit: int, mode: str) -> s
         deltas=_deltas(report), curve=training_curve(run.steps()), config_text=run.config_text(),
         run_mode=run.mode() or (report.get("run") or {}).get("mode", ""),
         model=run.model_name(), bad_lines=run.index.bad_lines, demo_phase=DEMO_PHASE,
+        inflight=read_inflight(run.run_dir) if mode == "server" else None,  # a bundle is a snapshot
     )
 
 

@@ -79,6 +79,26 @@
     });
     tbody.insertBefore(tr, tbody.firstChild);
   }
+  function showInflight(inflight) {
+    var section = document.getElementById("inflight");
+    if (!section) { return; }
+    section.hidden = !inflight;  // no file: nothing in flight, or the run finished
+    if (!inflight) { return; }
+    var tbody = section.querySelector("tbody");
+    while (tbody.firstChild) { tbody.removeChild(tbody.firstChild); }
+    inflight.rows.forEach(function (cells) {
+      var tr = document.createElement("tr");
+      cells.forEach(function (text) {
+        var td = document.createElement("td");
+        td.textContent = text;
+        tr.appendChild(td);
+      });
+      tbody.appendChild(tr);
+    });
+    document.getElementById("inflight-stale").hidden = !inflight.stale;
+    document.getElementById("inflight-age").textContent = String(Math.round(inflight.age_s));
+    document.getElementById("inflight-count").textContent = inflight.rows.length + " in flight.";
+  }
   function poll() {
     var params = new URLSearchParams(values());
     params.set("after", body.dataset.total);
@@ -93,6 +113,7 @@
             document.getElementById("matched").textContent =
               added + " new since this page opened (at the top); reload for the phase results.";
           }
+          showInflight(data.inflight);
           body.dataset.total = String(data.total);
           document.getElementById("total").textContent = String(data.total);
           var live = document.getElementById("live");
