@@ -156,8 +156,8 @@ def test_bad_payload_fails_the_rollout_not_the_run(pytester, tiny_model_dir):
     _project(pytester, rows)
     result = _run(pytester, "--agentcore-rl-set", "eval.samples=1")
     record = _records(pytester)[0]
-    assert record["status"] == "task_failed" and "reserved key" in record["error"]
-    assert result.ret == 0  # a bad row is the task's failure, not an infrastructure error
+    assert record["status"] == "task_error" and "reserved key" in record["error"]
+    assert result.ret == 0  # a bad row is the task's error (task_error), not an infrastructure error
 
 
 def test_sigterm_stops_sessions_and_keeps_what_finished(pytester, tiny_model_dir):

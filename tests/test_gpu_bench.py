@@ -3,6 +3,7 @@ refuses without CUDA; bad inputs fail with a clear message. (The GPU run itself 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -94,10 +95,8 @@ def test_a_model_that_is_neither_a_name_nor_a_folder_is_refused(tmp_path):
 
 def test_the_sampler_preflight_samples_with_the_real_in_process_sampler():
     """The check a GPU run makes before `sampler=hf` (there on cuda), here on the CPU: it passes."""
-    sys.path.insert(0, str(ROOT / "bench" / "gpu"))
-    try:
-        import smoke
-    finally:
-        sys.path.remove(str(ROOT / "bench" / "gpu"))
+    spec = importlib.util.spec_from_file_location("gpu_smoke", ROOT / "bench" / "gpu" / "smoke.py")
+    smoke = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smoke)
     assert smoke.sampler_preflight("tiny", device="cpu") is None
     assert "CUDA" in smoke.sampler_preflight("tiny", device="cuda")  # no CUDA here: its error, not a crash

@@ -317,12 +317,15 @@ def settable_override(override: str) -> str:
     not override 'eval.temperature'"). Every key of the typed schema has a default, so any key
     under a typed node may be added: one the node does not know is then refused by `build`,
     with the closest valid key and the node's complete list. Group choices (`runtime=agentcore`),
-    `logger.*` (selecting a tracker is a group choice) and other roots stay plain overrides.
+    `logger=...` (selecting a tracker is a group choice) and other roots stay plain overrides;
+    a tracker's own key (`logger.mlflow.tracking_uri`) is added like a typed node's.
     """
     key, sep, _ = override.partition("=")
     if not sep or key[:1] in "+~" or "@" in key:
         return override
     section = key.split(".", 1)[0]
+    if section == "logger" and key.count(".") >= 2:  # logger.<tracker>.<key>: its node checks the key
+        return "++" + override
     typed = ({f.name for f in dataclasses.fields(HarnessConfig)} | set(_SPLIT_NODES)) - {"logger"}
     if "." not in key:
         return "++" + override if key in typed - set(_available_groups()) else override

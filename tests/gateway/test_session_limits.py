@@ -155,9 +155,9 @@ def test_finish_collects_an_expired_session_that_was_not_reaped_yet(renderer):
 
 def test_turn_cap_and_context_budget_are_recorded_in_the_traces(gateway_factory, renderer):
     prompt_tokens = len(renderer.encode(renderer.render(HI)))
-    config = GatewayConfig(max_turns=2, context_budget_tokens=prompt_tokens + 2,
-                           sampling=SamplingParams(max_tokens=50))
-    server, _ = gateway_factory(["a reply longer than the budget", "x"], config=config)
+    config = GatewayConfig(max_turns=2, context_budget_tokens=prompt_tokens + 2)
+    server, _ = gateway_factory(["a reply longer than the budget", "x"], config=config,
+                                sampling=SamplingParams(max_tokens=50))
     session_id = server.sessions.open()
     client = _client(server, session_id)
     client.chat.completions.create(model="m", messages=HI)

@@ -80,26 +80,37 @@ async def test_sessions_draw_different_random_numbers(tmp_path, monkeypatch, sta
     assert len(at_import) == (1 if start_method == "fork" else 3)
 
 
-async def test_import_failure_fails_waiting_sessions_and_is_retried(tmp_path, monkeypatch):
+async def test_import_failure_fails_every_session_of_the_run_once_and_a_new_run_retries(tmp_path, monkeypatch):
+    """An agent that cannot be imported is loaded by one session; the others end at once naming
+    that failure (issue 32: fail the task once, fast, not once per row x sample), also after the
+    cause is gone. A new runtime (the next run) loads it afresh."""
     marker = tmp_path / "broken"
     marker.touch()
     monkeypatch.setenv("ARL_TEST_BROKEN_MARKER", str(marker))
-    rt = LocalRuntime(LocalRuntimeConfig(env_passthrough=("ARL_TEST_BROKEN_MARKER",), start_method="fork"), kill_grace_s=0.5)
+    config = LocalRuntimeConfig(env_passthrough=("ARL_TEST_BROKEN_MARKER",), start_method="fork")
+    rt = LocalRuntime(config, kill_grace_s=0.5)
     try:
         failed = await asyncio.gather(*(run(rt, "flaky_import_agent.py") for _ in range(2)))
         marker.unlink()
-        recovered = await run(rt, "flaky_import_agent.py")
+        later = await run(rt, "flaky_import_agent.py")
+    finally:
+        await rt.aclose()
+    rt = LocalRuntime(config, kill_grace_s=0.5)
+    try:
+        next_run = await run(rt, "flaky_import_agent.py")
     finally:
         await rt.aclose()
 
-    for outcome in failed:
+    cause = "cannot load the agent: RuntimeError: the agent's config service is down"
+    for outcome in (*failed, later):
         assert outcome.status is Status.AGENT_ERROR
-        assert "cannot load the agent: RuntimeError: the agent's config service is down" in (
-            outcome.error
-        )
-        assert "Traceback" in outcome.error, "the zygote's stderr tail is part of the error"
-    assert recovered.status is Status.COMPLETED, recovered.error
-    assert recovered.result == {"ok": True}
+        assert cause in outcome.error
+    loaded, *waited = sorted(failed, key=lambda outcome: "Traceback" not in outcome.error)
+    assert "Traceback" in loaded.error, "the zygote's stderr tail is part of the first error"
+    for outcome in (*waited, later):
+        assert "failed to load in an earlier session of this run" in outcome.error
+    assert next_run.status is Status.COMPLETED, next_run.error
+    assert next_run.result == {"ok": True}
 
 
 async def test_a_dead_zygote_is_replaced_by_the_next_session():
