@@ -313,19 +313,16 @@ def settable_override(override: str) -> str:
     """`section.key=value` (or a root key, `seed=1`) as `++...` (add or set) under a typed node.
 
     The YAML group files hold only what differs from the dataclass defaults, so most keys are
-    missing from the composed node, and Hydra's struct mode would refuse to set them ("Could
-    not override 'eval.temperature'"). Every key of the typed schema has a default, so any key
-    under a typed node may be added: one the node does not know is then refused by `build`,
-    with the closest valid key and the node's complete list. Group choices (`runtime=agentcore`),
-    `logger=...` (selecting a tracker is a group choice) and other roots stay plain overrides;
-    a tracker's own key (`logger.mlflow.tracking_uri`) is added like a typed node's.
+    missing from the composed node and Hydra's struct mode would refuse them. Every typed key has
+    a default, so any key under a typed node may be added; `build` refuses an unknown one with
+    the closest valid key and the node's list. Group choices (`runtime=agentcore`) stay plain.
     """
     key, sep, _ = override.partition("=")
     if not sep or key[:1] in "+~" or "@" in key:
         return override
     section = key.split(".", 1)[0]
-    if section == "logger" and key.count(".") >= 2:  # logger.<tracker>.<key>: its node checks the key
-        return "++" + override
+    if section == "logger" and key.count(".") >= 2:
+        return "++" + override  # logger.<tracker>.<key>: the tracker's node checks the key
     typed = ({f.name for f in dataclasses.fields(HarnessConfig)} | set(_SPLIT_NODES)) - {"logger"}
     if "." not in key:
         return "++" + override if key in typed - set(_available_groups()) else override
