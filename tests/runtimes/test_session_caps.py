@@ -269,3 +269,46 @@ def test_without_a_tmpfs_the_watchdog_measures_the_session_dir(tmp_path):
         assert box.breach.startswith("session_disk_mb=1 exceeded: 2 MB written under")
     finally:
         box.close()
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs and making cgroups need root")
+def test_what_a_killed_harness_left_is_swept_at_the_next_start(tmp_path):
+    """A SIGKILLed harness runs no atexit: its session cgroups and session tmpfs stay behind.
+    The next runtime on the machine removes those whose harness pid is gone, and only those."""
+    dead, alive = _dead_pid(), os.getpid()
+    layout = find_cgroups()
+    made = []
+    if isinstance(layout, CgroupLayout):
+        for pid in (dead, alive):
+            for parent in layout.parents.values():
+                (parent / f"arl-session-{pid}-999").mkdir()
+                made.append(parent / f"arl-session-{pid}-999")
+    libc = _session_caps._libc()
+    dirs = {pid: tmp_path / f"arl-session-{pid}-abc" for pid in (dead, alive)}
+    for path in dirs.values():
+        path.mkdir()
+        assert libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", 0, b"size=1m") == 0
+        (path / "left.txt").write_text("x")
+    try:
+        from agentcore_rl_harness.runtimes._cgroups import sweep_stale
+
+        assert _session_caps.sweep_stale_mounts() == 1
+        assert not dirs[dead].exists() and str(dirs[dead]) not in _mounts()
+        assert (dirs[alive] / "left.txt").exists()  # a live harness's session is not touched
+        if isinstance(layout, CgroupLayout):
+            assert sweep_stale(layout) >= len(layout.parents)
+            assert all(not p.exists() for p in made if f"-{dead}-" in p.name)
+            assert all(p.exists() for p in made if f"-{alive}-" in p.name)
+    finally:
+        libc.umount2(str(dirs[alive]).encode(), 2)
+        for path in made:
+            with contextlib.suppress(OSError):
+                path.rmdir()

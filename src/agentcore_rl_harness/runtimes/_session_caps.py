@@ -30,6 +30,7 @@ import dataclasses
 import functools
 import logging
 import os
+import shutil
 import signal
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ._cgroups import CgroupLayout, SessionCgroup, find_cgroups
+from ._cgroups import CgroupLayout, SessionCgroup, find_cgroups, owner_pid, pid_alive, sweep_stale
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +121,8 @@ class SessionCaps:
         self.cgroups = found if isinstance(found, CgroupLayout) else None
         self.why_no_cgroup = found if isinstance(found, str) else None
         self.can_mount = (os.geteuid() == 0 and _libc() is not None) if can_mount is None else can_mount
+        if cgroups is None and can_mount is None:  # the machine's real ones: once per process
+            _sweep_once(self.cgroups)
 
     @property
     def result_bytes(self) -> int | None:
@@ -309,6 +312,42 @@ def _close_open_boxes() -> None:
     for box in list(_OPEN):
         with contextlib.suppress(Exception):
             box.close()
+
+
+_SWEPT: list[bool] = []
+
+
+def _sweep_once(layout: CgroupLayout | None) -> None:
+    """What a killed harness left (SIGKILL runs no atexit): its session cgroups and the tmpfs
+    mounted on its session dirs (`arl-session-<pid>-*`, the pid no longer alive)."""
+    if _SWEPT:
+        return
+    _SWEPT.append(True)
+    cgroups = sweep_stale(layout) if layout is not None else 0
+    mounts = sweep_stale_mounts()
+    if cgroups or mounts:
+        logger.info("removed what a killed harness left: %d session cgroups, %d session tmpfs",
+                    cgroups, mounts)
+
+
+def sweep_stale_mounts(mounts: Path = Path("/proc/self/mounts")) -> int:
+    """Unmount the tmpfs of session dirs whose harness is gone, and remove the dirs."""
+    libc = _libc()
+    if libc is None or os.geteuid() != 0:
+        return 0
+    removed = 0
+    with contextlib.suppress(OSError):
+        for line in mounts.read_text().splitlines():
+            fields = line.split()
+            if len(fields) < 3 or fields[2] != "tmpfs":
+                continue
+            path = Path(fields[1].replace("\\040", " "))
+            if not path.name.startswith("arl-session-") or pid_alive(owner_pid(path.name)):
+                continue
+            if libc.umount2(str(path).encode(), _MNT_DETACH) == 0:
+                removed += 1
+                shutil.rmtree(path, ignore_errors=True)
+    return removed
 
 
 @functools.cache
