@@ -59,7 +59,7 @@ def test_one_or_several_trackers_compose(overrides, names):
     (["logger=wandb", "+logger.wandb.api_key=abc"],
      "logger.wandb.api_key would write a credential into the run's config.yaml"),
     (["logger=wandb", "logger.wandb.mode=sometimes"], "logger.wandb.mode='sometimes' is not supported"),
-    (["logger=wandb", "+logger.wandb.projekt=x"], "unknown config key(s) ['projekt'] under logger.wandb"),
+    (["logger=wandb", "+logger.wandb.projekt=x"], "unknown config key(s) `projekt` under logger.wandb; did you mean `project`"),
     (["logger=mlflow", "logger.mlflow.tracking_uri=https://me:pw@mlflow.example"],
      "set MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD"),
     (["+logger.neptune.project=x"], "logger=neptune is not available; valid choices: ['mlflow', 'none'"),
