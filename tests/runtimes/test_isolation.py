@@ -112,7 +112,7 @@ async def test_the_session_sees_its_own_dir_writable_and_private_temp(tmp_path):
         lines = who.stdout.split()
         assert who.exit_code == 0 and lines[0] == "1000"
         assert "tmp-ok" in lines and "ro-ok" in lines and "SECRET_FROM_A" in lines
-        sessions_seen = [name for name in lines if name.startswith("arl-session-")]
+        sessions_seen = [name for name in lines if name.startswith("arl-")]
         assert sessions_seen == [Path(sandbox.workdir).name]  # its own directory, no other
         assert not Path("/usr/planted").exists()
         session.cancel()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -95,7 +96,7 @@ async def test_echo_agent_answers_in_an_isolated_process(start_method, monkeypat
     assert result["echo"] == {"prompt": "hi", "_rollout": {"api_key": "k"}}
     assert result["session_id"] == "session-0123456789abcdef0123456789abcdef"
     assert result["home"] == result["cwd"]
-    assert Path(result["cwd"]).name.startswith("arl-session-")
+    assert Path(result["cwd"]).name.startswith(f"arl-{os.getpid()}-")
     assert not Path(result["cwd"]).exists(), "the session directory must be removed"
     assert "ARL_TEST_SECRET" not in result["env"]
     assert "ARL_TEST_PASSED" in result["env"]

@@ -161,47 +161,6 @@ class SessionCgroup:
         return "; ".join(failed) or None
 
 
-def sweep_stale(layout: CgroupLayout) -> int:
-    """Remove the session cgroups a killed harness left (`arl-session-<pid>-N` whose harness pid
-    is gone): their processes are killed first. Returns how many were removed."""
-    removed = 0
-    for parent in layout.parents.values():
-        with contextlib.suppress(OSError):
-            for path in parent.glob("arl-session-*-*"):
-                if not path.is_dir() or pid_alive(owner_pid(path.name)):
-                    continue
-                with contextlib.suppress(OSError):
-                    for line in (path / "cgroup.procs").read_text().split():
-                        with contextlib.suppress(OSError, ValueError):
-                            os.kill(int(line), signal.SIGKILL)
-                for _ in range(20):
-                    try:
-                        path.rmdir()
-                        removed += 1
-                        break
-                    except OSError:
-                        time.sleep(0.05)
-    return removed
-
-
-def owner_pid(name: str) -> int | None:
-    """The harness pid in a name made by `create` or a session dir (`arl-session-<pid>-...`)."""
-    parts = name.split("-")
-    return int(parts[2]) if len(parts) > 3 and parts[2].isdigit() else None
-
-
-def pid_alive(pid: int | None) -> bool:
-    if pid is None:
-        return True  # not ours to judge: keep it
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def find_cgroups(root: Path = CGROUP_ROOT, self_cgroup: Path = Path("/proc/self/cgroup")) -> CgroupLayout | str:
     """Where this process may make session cgroups, or why it may not (a sentence)."""
     try:

@@ -30,7 +30,6 @@ import dataclasses
 import functools
 import logging
 import os
-import shutil
 import signal
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
@@ -38,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ._cgroups import CgroupLayout, SessionCgroup, find_cgroups, owner_pid, pid_alive, sweep_stale
+from ._cgroups import CgroupLayout, SessionCgroup, find_cgroups
+from ._stale import MNT_DETACH, sweep_once
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class SessionCaps:
         self.why_no_cgroup = found if isinstance(found, str) else None
         self.can_mount = (os.geteuid() == 0 and _libc() is not None) if can_mount is None else can_mount
         if cgroups is None and can_mount is None:  # the machine's real ones: once per process
-            _sweep_once(self.cgroups)
+            sweep_once(self.cgroups, _libc())
 
     @property
     def result_bytes(self) -> int | None:
@@ -296,14 +296,14 @@ class SessionBox:
         if self.mounted:
             libc = _libc()
             assert libc is not None
-            if libc.umount2(str(self.workdir).encode(), _MNT_DETACH) != 0:
+            if libc.umount2(str(self.workdir).encode(), MNT_DETACH) != 0:
                 logger.warning("could not unmount the tmpfs on %s: %s", self.workdir,
                                os.strerror(ctypes.get_errno()))
             self.mounted = False
         _OPEN.discard(self)
 
 
-_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+_MS_NOSUID, _MS_NODEV = 2, 4
 _OPEN: set[SessionBox] = set()  # closed at exit too: a runtime never closed leaves no mount
 
 
@@ -312,42 +312,6 @@ def _close_open_boxes() -> None:
     for box in list(_OPEN):
         with contextlib.suppress(Exception):
             box.close()
-
-
-_SWEPT: list[bool] = []
-
-
-def _sweep_once(layout: CgroupLayout | None) -> None:
-    """What a killed harness left (SIGKILL runs no atexit): its session cgroups and the tmpfs
-    mounted on its session dirs (`arl-session-<pid>-*`, the pid no longer alive)."""
-    if _SWEPT:
-        return
-    _SWEPT.append(True)
-    cgroups = sweep_stale(layout) if layout is not None else 0
-    mounts = sweep_stale_mounts()
-    if cgroups or mounts:
-        logger.info("removed what a killed harness left: %d session cgroups, %d session tmpfs",
-                    cgroups, mounts)
-
-
-def sweep_stale_mounts(mounts: Path = Path("/proc/self/mounts")) -> int:
-    """Unmount the tmpfs of session dirs whose harness is gone, and remove the dirs."""
-    libc = _libc()
-    if libc is None or os.geteuid() != 0:
-        return 0
-    removed = 0
-    with contextlib.suppress(OSError):
-        for line in mounts.read_text().splitlines():
-            fields = line.split()
-            if len(fields) < 3 or fields[2] != "tmpfs":
-                continue
-            path = Path(fields[1].replace("\\040", " "))
-            if not path.name.startswith("arl-session-") or pid_alive(owner_pid(path.name)):
-                continue
-            if libc.umount2(str(path).encode(), _MNT_DETACH) == 0:
-                removed += 1
-                shutil.rmtree(path, ignore_errors=True)
-    return removed
 
 
 @functools.cache

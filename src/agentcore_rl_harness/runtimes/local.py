@@ -188,7 +188,7 @@ class LocalRuntime(AgentRuntime):
             if self._closed:
                 raise RuntimeStartError("LocalRuntime is closed; create a new one to run sessions")
             started = time.monotonic()
-            session = LocalSession(Path(tempfile.mkdtemp(prefix=f"arl-session-{os.getpid()}-", dir=self._base())),
+            session = LocalSession(Path(tempfile.mkdtemp(prefix=f"arl-{os.getpid()}-", dir=self._base())),
                                session_id=session_id, keep_state=keep_state)
             try:
                 result = await self._run(session, agent, payload, timeout_s)
