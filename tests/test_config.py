@@ -36,12 +36,23 @@ def test_overrides_reach_typed_nodes():
         ("eval.max_rows=abc", "eval.max_rows must be int"),
         ("sampling.temperature=hot", "sampling.temperature must be float"),
         ("runtime.kind=bogus", "valid choices: ['local', 'agentcore']"),
+        ("trainer.mode=asinc", "trainer.mode='asinc' is not a training mode; valid choices: ['sync', 'async']"),
+        ("algo.stragglers=skip", "algo.stragglers='skip' is not a straggler policy; valid choices: ['wait', 'drop']"),
+        ("algo.max_staleness=-1", "algo.max_staleness=-1 must be >= 0"),
     ],
 )
 def test_bad_overrides_name_the_problem(override, message):
     with pytest.raises(ConfigError) as info:
         compose_config([override])
     assert message in str(info.value)
+
+
+def test_async_mode_keys_reach_the_loop_and_async_refuses_overlap_rollouts():
+    loop = compose_config(["trainer.mode=async", "algo.max_staleness=3", "algo.stragglers=drop"]).typed.trainer.loop
+    assert (loop.mode, loop.max_staleness, loop.stragglers) == ("async", 3, "drop")
+    with pytest.raises(ConfigError, match="trainer.mode=async already overlaps rollouts with updates; set "
+                                          r"trainer.overlap_rollouts=false \(or trainer.mode=sync\)"):
+        compose_config(["trainer.mode=async", "trainer.overlap_rollouts=true"])
 
 
 def test_project_dir_extends_packaged_defaults(tmp_path):

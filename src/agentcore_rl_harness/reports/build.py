@@ -255,7 +255,8 @@ def build_report(
         report.train = [
             TrainStep(step=line["step"], reward_mean=line.get("reward_mean"),
                       success_rate=line.get("success_rate"), loss=line.get("loss"),
-                      trained_tokens=line.get("trained_tokens"), informative_fraction=_informative(line)[2])
+                      trained_tokens=line.get("trained_tokens"), informative_fraction=_informative(line)[2],
+                      **_async_counts(line))
             for line in train_steps
         ]
         report.training = training_summary(train_steps)
@@ -281,4 +282,15 @@ def training_summary(train_steps: Sequence[dict[str, Any]]) -> TrainingSummary:
         effective_steps=sum(1 for line in train_steps if line.get("trained_tokens")),
         informative_group_fraction=round(informative / total, 4) if total else None,
         trained_tokens=sum(int(line.get("trained_tokens") or 0) for line in train_steps),
+        dropped_stale=sum(line["async"]["dropped_stale"] for line in train_steps)
+        if any("async" in line for line in train_steps) else None,
     )
+
+
+def _async_counts(line: dict[str, Any]) -> dict[str, Any]:
+    """An async step line's staleness counters (`run/async_loop.py`); none for a sync step."""
+    counters = line.get("async")
+    if not counters:
+        return {}
+    return {"dropped_stale": counters["dropped_stale"], "paced_starts": counters["paced_starts"],
+            "staleness": counters["staleness"]}

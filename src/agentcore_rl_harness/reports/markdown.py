@@ -71,6 +71,16 @@ def _train_section(report: Report) -> list[str]:
         tokens = "n/a" if step.trained_tokens is None else str(step.trained_tokens)
         lines.append(f"| {step.step} | {num(step.reward_mean)} | {pct(step.success_rate)} | "
                      f"{num(step.loss, 4)} | {pct(step.informative_fraction)} | {tokens} |")
+    async_steps = [step for step in report.train if step.staleness is not None]
+    if async_steps:
+        lags: dict[str, int] = {}
+        for step in async_steps:
+            for lag, count in (step.staleness or {}).items():
+                lags[lag] = lags.get(lag, 0) + count
+        lines += ["", f"Async training: {sum(s.dropped_stale or 0 for s in async_steps)} samples dropped as "
+                  f"stale, {sum(s.paced_starts or 0 for s in async_steps)} group starts paced; trained "
+                  "samples by staleness (versions behind): "
+                  + ", ".join(f"{lag}: {lags[lag]}" for lag in sorted(lags, key=int))]
     return lines
 
 

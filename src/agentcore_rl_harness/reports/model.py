@@ -114,6 +114,13 @@ class TrainStep(BaseModel):
         default=None, description="Tokens that entered the loss (0: the step changed nothing).")
     informative_fraction: float | None = Field(
         default=None, description="Share of the step's groups whose samples' rewards differed.")
+    dropped_stale: int | None = Field(
+        default=None, description="trainer.mode=async: samples more than algo.max_staleness versions behind, "
+                                  "dropped from their group (None in sync mode).")
+    paced_starts: int | None = Field(
+        default=None, description="trainer.mode=async: group starts that waited for the staleness bound.")
+    staleness: dict[str, int] | None = Field(
+        default=None, description="trainer.mode=async: trained samples by lag in policy versions.")
 
 
 class TrainingSummary(BaseModel):
@@ -124,6 +131,8 @@ class TrainingSummary(BaseModel):
     informative_group_fraction: float | None = Field(
         description="Groups whose samples' rewards differed, over every group of every step.")
     trained_tokens: int = Field(description="Tokens that entered the loss over all steps.")
+    dropped_stale: int | None = Field(
+        default=None, description="trainer.mode=async: samples dropped as too stale over all steps.")
 
 
 class Outcome(BaseModel):

@@ -9,8 +9,7 @@ built from the config unless `harness=` is given (a test passes one over the shi
 
 Long because the run's order of events lives in one place: open, reload, trackers, pre-eval,
 warm-up, training, items, release of kept sessions, reports and the trackers' end; each step's
-work is in its own module (the trackers' start and end in `tracking.py`) and `Run` only
-sequences them.
+work is in its own module (trackers: `tracking.py`) and `Run` only sequences them.
 """
 
 from __future__ import annotations
@@ -44,6 +43,7 @@ from .rundir import RunDir
 from .schedule import RunningBatch, Scheduler, episode_or_failure
 from .scoring import RolloutHandle, Scorer, item_verdict
 from .tracking import Tracking, pre_eval_metrics
+from .async_loop import train_async
 from .training import TrainingLoop
 
 
@@ -210,6 +210,9 @@ class Run:
             if start_step >= plan.steps:
                 return
             trainer = harness.trainer()
+            if plan.mode == "async":  # async_loop.py: no step waits for its slowest rollout
+                self.train_steps += train_async(self, plan=plan, specs=specs, trainer=trainer, start_step=start_step)
+                return
             loop = TrainingLoop(plan=plan, specs=specs, start_cases=self.start_batch, score=self.score_and_record,
                                 trainer=trainer, run_dir=self.run_dir, write=self.write, start_step=start_step,
                                 on_step=self.tracking.step if self.tracking else None)
@@ -243,9 +246,6 @@ class Run:
         rollouts = batch.scored(lambda index, episode: self.score_and_record(cases[index], episode))
         self.scheduler.tick(force=True)  # the phase's line with its success rate
         return rollouts
-
-    def run_batch(self, cases: list[Case]) -> list[Episode]:
-        return self.start_batch(cases).wait()
 
     def start_batch(self, cases: list[Case]) -> RunningBatch:
         return self.scheduler.start_batch(cases, steps=self.train_steps_total)

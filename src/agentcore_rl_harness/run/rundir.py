@@ -108,10 +108,13 @@ class RunDir:
         assert self.resumed is not None, "reload() is for a resumed run"
         checkpoint = latest_checkpoint(self.path)
         start_step = checkpoint[0] if checkpoint else 0
+        trained = self._async_trained(start_step)
 
         def stale(rollout: Rollout) -> bool:
             if rollout.status is Status.INFRA_ERROR:
                 return True
+            if rollout.phase == "train" and trained is not None:  # async: by the steps' own lists
+                return rollout.group_id not in trained
             return rollout.phase == "train" and (rollout.step or 0) >= start_step
 
         keep = [r for r in self.resumed if not stale(r)]
@@ -120,6 +123,16 @@ class RunDir:
             rewrite_steps(self.path, before=start_step)
         return Reloaded(rollouts=keep, train_steps=read_steps(self.path), start_step=start_step,
                         checkpoint=checkpoint[1] if checkpoint else None)
+
+    def _async_trained(self, start_step: int) -> set[str] | None:
+        """Under trainer.mode=async, the groups the kept steps (before `start_step`) trained; a
+        train rollout of any other group was never in the checkpoint's weights and is set aside."""
+        section = self.config.typed.trainer
+        if section is None or section.loop.mode != "async":
+            return None
+        from .staleness import trained_groups
+
+        return trained_groups([line for line in read_steps(self.path) if line["step"] < start_step])
 
     def close(self) -> list[str]:
         """Close rollouts.jsonl; return the writes that failed (each an infrastructure error)."""

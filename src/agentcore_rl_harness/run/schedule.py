@@ -94,6 +94,12 @@ class Scheduler:
             future.add_done_callback(self._finished)
         return RunningBatch(self, futures)
 
+    def start_one(self, case: Case) -> concurrent.futures.Future[Episode]:
+        """Start one rollout, counted by the progress display when it ends (async training)."""
+        future = self._start(case)
+        future.add_done_callback(self._finished)
+        return future
+
     def handle(self, item_id: str) -> RolloutHandle:
         """The item's rollout as its task sees it (waits for it); the same handle every time."""
         if item_id in self.replayed:

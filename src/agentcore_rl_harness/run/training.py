@@ -45,13 +45,17 @@ class TrainPlan:
     checkpoint_every: int
     seed: int
     overlap: bool = False
+    mode: str = "sync"  # "async": `async_loop.AsyncTrainingLoop` runs the steps
+    max_staleness: int = 2
+    stragglers: str = "wait"
 
     @classmethod
     def from_config(cls, config: HarnessConfig) -> "TrainPlan":
         """The plan of the `trainer` / `algo` nodes' loop keys and the run's seed."""
         loop = config.trainer.loop
         return cls(steps=loop.steps, batch_rows=loop.batch_rows, group_size=loop.group_size,
-                   checkpoint_every=loop.checkpoint_every, seed=config.seed, overlap=loop.overlap_rollouts)
+                   checkpoint_every=loop.checkpoint_every, seed=config.seed, overlap=loop.overlap_rollouts,
+                   mode=loop.mode, max_staleness=loop.max_staleness, stragglers=loop.stragglers)
 
 
 def build_groups(rollouts: Sequence[Rollout]) -> tuple[list[TrainGroup], dict[str, int]]:

@@ -255,7 +255,7 @@ def collect(run: Any, specs: Sequence[TaskSpec]) -> Demonstrations:
         if limit is not None and len(cases) > limit:  # run only the episodes that will be used
             cases = [cases[i] for i in sorted(random.Random(config.seed).sample(range(len(cases)), limit))]
         run.write(f"agentcore-rl warm-up: {len(cases)} teacher-forced oracle episodes on train rows")
-        episodes = run.run_batch(cases)
+        episodes = run.start_batch(cases).wait()
         demos, dropped = from_rollouts([run.score_and_record(c, e) for c, e in zip(cases, episodes)])
     elif kind == "run":
         demos, dropped = from_run(Path(where).expanduser().resolve())

@@ -177,9 +177,9 @@ class LocalTrainer(Trainer):
             self.config.finetune == "lora" and self.config.serve_merged
         ):
             raise ConfigError(
-                "trainer.overlap_rollouts=true needs the sampler to decode a merged copy that the "
-                "update does not touch: set trainer.finetune=lora and trainer.serve_merged=true, or "
-                "trainer.overlap_rollouts=false"
+                "trainer.overlap_rollouts=true needs the sampler to decode a merged copy that the update "
+                "does not touch (so does trainer.mode=async): set trainer.finetune=lora and "
+                "trainer.serve_merged=true, or trainer.overlap_rollouts=false / trainer.mode=sync"
             )
         self.algo = algo or GRPOConfig()
         self.sampler = sampler
@@ -590,4 +590,4 @@ class LocalTrainer(Trainer):
 def build_trainer(model: Any, *, sampler: Any, section: Any) -> LocalTrainer:
     """The registry's factory for `trainer=local` (see `trainers/registry.py`)."""
     return LocalTrainer(model, sampler=sampler, config=section.trainer, algo=section.algo,
-                        concurrent_sampling=section.loop.overlap_rollouts)
+                        concurrent_sampling=section.loop.overlap_rollouts or section.loop.mode == "async")

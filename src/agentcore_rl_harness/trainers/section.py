@@ -15,9 +15,11 @@ from ..errors import ConfigError, ConfigWarning
 
 
 # Keys of the `trainer` node that drive the training loop (the rest configure the trainer).
-LOOP_KEYS = ("steps", "batch_rows", "checkpoint_every", "overlap_rollouts")
+LOOP_KEYS = ("steps", "batch_rows", "checkpoint_every", "overlap_rollouts", "mode")
 # Keys of the `algo` node that the runner uses (the rest configure the algorithm).
-GROUP_KEYS = ("group_size",)
+GROUP_KEYS = ("group_size", "max_staleness", "stragglers")
+TRAIN_MODES = ("sync", "async")
+STRAGGLER_POLICIES = ("wait", "drop")
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,16 @@ class TrainLoopConfig:
     # importance ratio against the sampler's recorded logprobs corrects for it); false: each step
     # rolls out with the newest policy
     overlap_rollouts: bool = False
+    # sync: each step rolls out its batch and trains on it; async: rollouts start continuously up
+    # to runtime.concurrency and a step trains as soon as batch_rows complete groups are ready
+    # (docs/async.md)
+    mode: str = "sync"
+    # algo.max_staleness (async): a sample is trained at most this many policy versions after the
+    # oldest version that sampled one of its turns
+    max_staleness: int = 2
+    # algo.stragglers (async): wait = no step leaves a live rollout more than max_staleness behind
+    # (the trainer waits for it); drop = never wait, a sample found too stale is dropped and counted
+    stragglers: str = "wait"
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,21 @@ def algo_classes() -> dict[str, type]:
     return {"grpo": GRPOConfig}
 
 
+def _check_async(loop: TrainLoopConfig) -> None:
+    """The async keys: a known mode and straggler policy, a staleness bound >= 0, no overlap."""
+    if loop.mode not in TRAIN_MODES:
+        raise ConfigError(f"trainer.mode={loop.mode!r} is not a training mode; valid choices: {list(TRAIN_MODES)}")
+    if loop.stragglers not in STRAGGLER_POLICIES:
+        raise ConfigError(f"algo.stragglers={loop.stragglers!r} is not a straggler policy; valid "
+                          f"choices: {list(STRAGGLER_POLICIES)}")
+    if loop.max_staleness < 0:
+        raise ConfigError(f"algo.max_staleness={loop.max_staleness} must be >= 0 (0: every sample is "
+                          "trained by the version that sampled it)")
+    if loop.mode == "async" and loop.overlap_rollouts:
+        raise ConfigError("trainer.mode=async already overlaps rollouts with updates; set "
+                          "trainer.overlap_rollouts=false (or trainer.mode=sync)")
+
+
 def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> TrainerSection:
     trainer_kind, algo_kind = trainer.get("kind", "local"), algo.get("kind", "grpo")
     from .registry import spec_for
@@ -96,6 +123,7 @@ def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> Trai
             raise ConfigError(f"trainer.{key}={getattr(loop, key)} must be >= 1")
     if loop.group_size is not None and loop.group_size < 2:
         raise ConfigError(f"algo.group_size={loop.group_size} must be >= 2 (GRPO compares samples)")
+    _check_async(loop)
     impl_values = {k: v for k, v in trainer.items() if k not in LOOP_KEYS}
     dropped = foreign_trainer_keys(str(trainer_kind), impl_values)
     if dropped:

@@ -1,0 +1,297 @@
+"""Asynchronous training (`trainer.mode=async`): no step waits for the slowest episode of a batch.
+
+Groups (one train row x `group_size` samples) are started continuously, up to
+`runtime.concurrency` rollouts at once and paced by the staleness bound (`staleness.py`). Each
+rollout is scored and recorded as it ends; a group is ready when all its samples are. An update
+starts as soon as `batch_rows` groups are ready (the oldest-launched first) and runs while
+rollouts go on: the sampler takes the new weights between turns, and each turn records the
+version that sampled it, so the loss's per-token importance ratios use the right logprobs.
+
+A train rollout's `step` is its group's launch number (0-based; its group id ends in it), not the
+step that trained it: each step line names the groups it trained (`groups_trained`), which a
+resumed run reads to train every rollout at most once. The sync loop is `training.py`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..progress import POLL_S
+from ..records import Rollout
+from ..tasks import TaskSpec
+from ..train_store import STEPS_FILE
+from ..trainers.base import StepMetrics, Trainer, TrainGroup
+from ..trainers.grpo import EXCLUDED_STATUSES as EXCLUDED
+from ..trainers.grpo import training_reward
+from .cases import Case, Episode
+from .learning_signal import idle_warning, step_signal
+from .staleness import blocking_straggler, may_start, split_stale
+from .training import RowSchedule, TrainPlan, build_groups, checkpoint_name
+
+Update = Callable[[list[TrainGroup]], "concurrent.futures.Future[StepMetrics]"]
+
+
+@dataclass
+class _Group:
+    launch: int
+    cases: list[Case]
+    futures: list[concurrent.futures.Future[Episode]]
+    version: int  # the policy version the sampler served when the group started
+    started: float
+    rollouts: dict[int, Rollout] = field(default_factory=dict)  # scored, by sample
+
+    @property
+    def complete(self) -> bool:
+        return len(self.rollouts) == len(self.cases)
+
+
+@dataclass
+class _Counters:
+    """What happened since the last step line."""
+
+    paced: int = 0  # group starts that waited for the staleness bound
+    straggler_wait_s: float = 0.0  # a ready batch waited for a straggler (stragglers=wait)
+    held: bool = False
+
+
+class AsyncTrainingLoop:
+    def __init__(
+        self,
+        *,
+        plan: TrainPlan,
+        specs: Sequence[TaskSpec],
+        submit: Callable[[Case], concurrent.futures.Future[Episode]],
+        score: Callable[[Case, Episode], Rollout],
+        trainer: Trainer,
+        run_dir: Path,
+        write: Callable[[str], None],
+        concurrency: int,
+        start_step: int = 0,
+        first_launch: int = 0,
+        on_step: Callable[[dict[str, Any]], None] | None = None,
+        tick: Callable[[], None] = lambda: None,
+    ) -> None:
+        """`submit` starts one rollout; `first_launch` is the next group number (a resumed run's
+        `staleness.next_launch`); `tick` keeps the progress display going while it waits."""
+        self.plan, self.specs, self.submit, self.score, self.trainer = plan, specs, submit, score, trainer
+        self.train_dir, self.checkpoint_dir = run_dir / "train", run_dir / "checkpoints"
+        self.write, self.on_step, self.tick = write, on_step, tick
+        self.concurrency = max(concurrency, 1)
+        self.step = start_step
+        self.launch = first_launch
+        self.schedule = RowSchedule(specs, plan.seed)
+        for _ in range(first_launch):
+            self.schedule.take(1)
+        self.live: dict[int, _Group] = {}  # started, not yet complete
+        self.ready: deque[_Group] = deque()  # complete, not yet trained
+        self.counters = _Counters()
+        self.idle_streak = 0
+
+    def run(self, update: Update) -> list[dict[str, Any]]:
+        """Train the remaining steps; `update(groups)` starts one trainer step and returns its future."""
+        self.train_dir.mkdir(parents=True, exist_ok=True)
+        lines: list[dict[str, Any]] = []
+        running: tuple[concurrent.futures.Future[StepMetrics], list[_Group], dict[str, Any]] | None = None
+        since = time.monotonic()
+        try:
+            while self.step < self.plan.steps:
+                # during an update the trainer's number moves before the sampler has the weights:
+                # new groups start under the version the update began at
+                serving = running[2]["version"] if running else self.trainer.policy_version
+                self._start_groups(serving, training=len(running[1]) if running else 0)
+                self._collect()
+                if running is None:
+                    batch = self._next_batch()
+                    if batch is not None:
+                        running = self._begin(batch, update)
+                        continue
+                elif running[0].done():
+                    future, groups, pending = running
+                    running = None
+                    lines.append(self._finish(future.result(), groups, pending, since))
+                    since = time.monotonic()
+                    continue
+                self._wait(running[0] if running else None)
+        finally:
+            self._abandon(running)
+        return lines
+
+    # -- starting and collecting -----------------------------------------------------------
+
+    def _start_groups(self, version: int, *, training: int) -> None:
+        group_size = self.plan.group_size or max(spec.samples for spec in self.specs)
+        while True:
+            in_flight = sum(1 for g in self.live.values() for f in g.futures if not f.done())
+            needed = (self.plan.steps - self.step) * self.plan.batch_rows - training
+            outstanding = len(self.live) + len(self.ready)
+            if (in_flight and in_flight + group_size > self.concurrency) or outstanding >= needed:
+                return
+            if not may_start(outstanding_groups=outstanding + training, batch_rows=self.plan.batch_rows,
+                             max_staleness=self.plan.max_staleness):
+                self.counters.held = True
+                return
+            self._start_one(version)
+
+    def _start_one(self, version: int) -> None:
+        (spec, row), = self.schedule.take(1)
+        size = self.plan.group_size or spec.samples
+        cases = [Case(spec=spec, row=row, sample_index=index, phase="train", step=self.launch)
+                 for index in range(size)]
+        self.live[self.launch] = _Group(self.launch, cases, [self.submit(case) for case in cases], version,
+                                        time.monotonic())
+        self.launch += 1
+        if self.counters.held:
+            self.counters.paced += 1
+            self.counters.held = False
+
+    def _collect(self) -> None:
+        """Score each rollout that ended (its record is written now); complete groups are ready."""
+        for launch, group in list(self.live.items()):
+            for index, future in enumerate(group.futures):
+                if index not in group.rollouts and future.done():
+                    group.rollouts[index] = self.score(group.cases[index], future.result())
+            if group.complete:
+                del self.live[launch]
+                self.ready.append(group)
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _next_batch(self) -> list[_Group] | None:
+        """The `batch_rows` ready groups launched first, unless the straggler policy says wait."""
+        if len(self.ready) < self.plan.batch_rows:
+            return None
+        batch = sorted(self.ready, key=lambda group: group.launch)[: self.plan.batch_rows]
+        if self.plan.stragglers == "wait":
+            left_out = [g.version for g in (*self.live.values(), *self.ready) if g not in batch]
+            if blocking_straggler(left_out, version=self.trainer.policy_version,
+                                  max_staleness=self.plan.max_staleness) is not None:
+                return None
+        return batch
+
+    def _begin(self, batch: list[_Group], update: Update):
+        for group in batch:
+            self.ready.remove(group)
+        version = self.trainer.policy_version
+        rollouts = [group.rollouts[i] for group in batch for i in sorted(group.rollouts)]
+        kept, dropped, histogram = split_stale(rollouts, version=version, max_staleness=self.plan.max_staleness)
+        groups, excluded = build_groups(kept)
+        pending = {"rollouts": rollouts, "dropped": dropped, "histogram": histogram, "excluded": excluded,
+                   "version": version, "in_flight": sum(len(g.futures) for g in self.live.values()),
+                   "trained_at": time.monotonic(), "oldest_start": min(g.started for g in batch)}
+        return update(groups), batch, pending
+
+    def _finish(self, metrics: StepMetrics, batch: list[_Group], pending: dict[str, Any],
+                since: float) -> dict[str, Any]:
+        now = time.monotonic()
+        rollouts = pending["rollouts"]
+        scored = [r for r in rollouts if r.status not in EXCLUDED]
+        rewards = [training_reward(r) for r in scored]
+        successes = [bool(r.success) for r in scored]
+        due = (self.step + 1) % self.plan.checkpoint_every == 0 or self.step + 1 == self.plan.steps
+        checkpoint = checkpoint_name(self.step) if due else None
+        line = {
+            "step": self.step,
+            "rollouts": len(rollouts),
+            "excluded": pending["excluded"],
+            "groups": len(batch),
+            "reward_mean": statistics.fmean(rewards) if rewards else None,
+            "reward_std": statistics.pstdev(rewards) if len(rewards) > 1 else None,
+            "success_rate": statistics.fmean(successes) if successes else None,
+            **step_signal(rollouts),
+            **metrics.to_json(),
+            "wall_time_s": {"rollout": round(pending["trained_at"] - pending["oldest_start"], 3),
+                            "train": round(now - pending["trained_at"], 3), "total": round(now - since, 3)},
+            "async": {
+                "version_trained": pending["version"],
+                "dropped_stale": len(pending["dropped"]),
+                "paced_starts": self.counters.paced,
+                "staleness": pending["histogram"],
+                "in_flight": pending["in_flight"],
+                "straggler_wait_s": round(self.counters.straggler_wait_s, 3),
+                "launch_versions": sorted({g.version for g in batch}),
+            },
+            "groups_trained": [group.cases[0].group_id for group in batch],
+            "rollouts_dropped": [f"{r.group_id}/{r.sample_index}" for r in pending["dropped"]],
+        }
+        line["step"] = self.step
+        line["checkpoint"] = checkpoint
+        with open(self.train_dir / STEPS_FILE, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line) + "\n")  # before the checkpoint: resume trusts lines < it
+        if checkpoint is not None:
+            self.trainer.save_checkpoint(self.checkpoint_dir / checkpoint)
+        if self.on_step is not None:
+            self.on_step(line)
+        self.counters = _Counters(held=self.counters.held)
+        self._say(line)
+        self.step += 1
+        return line
+
+    def _say(self, line: dict[str, Any]) -> None:
+        extra = line["async"]
+        dropped = f", {extra['dropped_stale']} dropped as stale" if extra["dropped_stale"] else ""
+        self.write(
+            f"agentcore-rl train step {self.step + 1}/{self.plan.steps} (async, steps.jsonl step {self.step}"
+            f"{', checkpoint ' + line['checkpoint'] if line['checkpoint'] else ''}): reward "
+            f"{_fmt(line['reward_mean'])}, loss {_fmt(line.get('loss'))}, staleness {extra['staleness']}"
+            f"{dropped}, {extra['paced_starts']} starts paced, {extra['in_flight']} rollouts in flight, "
+            f"{line['trained_tokens']} tokens trained, {line['wall_time_s']['total']}s")
+        self.idle_streak = self.idle_streak + 1 if not line["trained_tokens"] else 0
+        if self.idle_streak:
+            self.write(idle_warning(line, streak=self.idle_streak, total_steps=self.plan.steps))
+
+    # -- waiting and the end ---------------------------------------------------------------
+
+    def _wait(self, update: concurrent.futures.Future[StepMetrics] | None) -> None:
+        futures = [f for g in self.live.values() for f in g.futures if not f.done()]
+        if update is not None:
+            futures.append(update)
+        started = time.monotonic()
+        if futures:
+            concurrent.futures.wait(futures, timeout=POLL_S, return_when=concurrent.futures.FIRST_COMPLETED)
+        elif not self.ready:
+            raise RuntimeError("async training has nothing in flight and nothing ready: no group could start "
+                               f"(runtime.concurrency={self.concurrency} is below a group's samples?)")
+        if update is None and len(self.ready) >= self.plan.batch_rows:
+            self.counters.straggler_wait_s += time.monotonic() - started
+        self.tick()
+
+    def _abandon(self, running) -> None:
+        """The loop ended (done or failed): rollouts still in flight are cancelled, not trained."""
+        left = [f for g in self.live.values() for f in g.futures if not f.done()]
+        for future in left:
+            future.cancel()
+        if running is not None:
+            running[0].cancel()
+        if left and self.step >= self.plan.steps:
+            self.write(f"agentcore-rl async: training done; {len(left)} rollouts still in flight were "
+                       "stopped (never trained)")
+
+
+def _fmt(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def train_async(run: Any, *, plan: TrainPlan, specs: Sequence[TaskSpec], trainer: Trainer,
+                start_step: int) -> list[dict[str, Any]]:
+    """A `core.Run`'s training in async mode: its scheduler starts and counts the rollouts, its
+    scorer records them, the harness's loop runs the updates. A resumed run's new groups are
+    numbered after every group it recorded (`staleness.next_launch`)."""
+    from .staleness import next_launch
+
+    harness = run.parts()
+    per_group = plan.group_size or max(spec.samples for spec in specs)
+    run.progress.begin_phase("train", (plan.steps - start_step) * plan.batch_rows * per_group)
+    loop = AsyncTrainingLoop(
+        plan=plan, specs=specs, submit=run.scheduler.start_one, score=run.score_and_record, trainer=trainer,
+        run_dir=run.run_dir, write=run.write, concurrency=run.config.typed.runtime.concurrency,
+        start_step=start_step, first_launch=next_launch(run.rundir.resumed or ()),
+        on_step=run.tracking.step if run.tracking else None, tick=lambda: run.scheduler.tick(waiting=True))
+    return loop.run(lambda groups: harness.loop.submit(trainer.step(groups=groups)))
