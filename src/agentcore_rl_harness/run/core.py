@@ -31,6 +31,7 @@ from ..errors import HarnessError
 from ..progress import Progress, Terminal, choose_style
 from ..records import Rollout, Status
 from ..reports.build import build_report
+from ..judges.usage import role_usage
 from ..reports.load import read_discarded
 from ..train_store import read_steps
 from ..reports.model import ITEM_PHASE, Report
@@ -140,7 +141,7 @@ class Run:
 
     def scorer(self) -> Scorer:
         harness = self.parts()
-        return Scorer(run_id=self.run_dir.name, call=harness.call, fixtures=harness.offline_fixtures)
+        return Scorer(run_id=self.run_dir.name, call=harness.call, fixtures=harness.offline_fixtures, judging=harness.judging)
 
     def plan(self, spec: TaskSpec) -> list[PlannedItem]:
         """The items of one task in this run's mode."""
@@ -414,8 +415,7 @@ class Run:
             wall_time_s=round(time.monotonic() - self.started_monotonic, 3), rollouts=self.rollouts,
             item_phase=self.phase, train_steps=self.train_steps,
             tags={**self.task_tags, **{name: list(spec.tags) for name, spec in self.specs.items()}},
-            discarded=read_discarded(self.run_dir),
-        )
+            discarded=read_discarded(self.run_dir), roles=role_usage(self.run_dir, self.rollouts, self.config.resolved))
         if self.interrupted:
             resume = self.resume_command or f"pytest --agentcore-rl-resume {self.run_dir}"
             self.report.interrupted = finish.interrupted(self.run_dir, self.rollouts, len(self.train_steps), resume)
