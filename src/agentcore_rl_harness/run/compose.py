@@ -271,8 +271,8 @@ class Harness:
         finally:
             self.groups.done(case.group_id, case.sample_index, episode)
 
-    def judging(self) -> Judging:
-        """The judge of judged rewards (`roles.judge`), its cache and usage in RUN_DIR/judge/."""
+    def judging(self, run_dir: Path | None = None) -> Judging:
+        """The judge of judged rewards (`roles.judge`), its cache and usage in `run_dir`/judge/."""
         from ..judges.clients import build_client, identity
         from ..judges.service import JudgeService
         from ..judges.usage import JUDGE_DIR
@@ -281,7 +281,7 @@ class Harness:
         self.start()
         if self._judging is None:
             config = self.config.roles.judge
-            where = self.private_dirs[0] / JUDGE_DIR if self.private_dirs else None
+            where = run_dir / JUDGE_DIR if run_dir is not None else None
             policy = (self._sampler, self.renderer, self.model_id)
             service = JudgeService(config, identity=identity(config, policy_model=self.model_id),
                                    client=lambda: build_client(config, policy=policy), cache_dir=where, usage_dir=where)

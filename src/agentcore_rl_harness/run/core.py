@@ -141,7 +141,8 @@ class Run:
 
     def scorer(self) -> Scorer:
         harness = self.parts()
-        return Scorer(run_id=self.run_dir.name, call=harness.call, fixtures=harness.offline_fixtures, judging=harness.judging)
+        return Scorer(run_id=self.run_dir.name, call=harness.call, fixtures=harness.offline_fixtures,
+                      judging=lambda: harness.judging(self.run_dir))  # answers, usage: RUN_DIR/judge
 
     def plan(self, spec: TaskSpec) -> list[PlannedItem]:
         """The items of one task in this run's mode."""
@@ -425,9 +426,8 @@ class Run:
         if self.save_baseline:
             path = finish.write_baseline(self.rootdir, self.save_baseline, self.report)
             self.write(f"agentcore-rl: saved baseline {self.save_baseline!r} to {path}")
-        if self.mode == "collect" and self.rollouts:
-            if not finish.save_dataset(self.run_dir, self.rollouts, self.write):
-                self.infra_errors += 1
+        if self.mode == "collect" and self.rollouts and not finish.save_dataset(self.run_dir, self.rollouts, self.write):
+            self.infra_errors += 1
 
     def summary_lines(self) -> list[str]:
         return finish.summary_lines(mode=self.mode, report=self.report,
