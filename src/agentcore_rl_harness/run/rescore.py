@@ -52,9 +52,10 @@ class Rescored:
 
 
 def scorable(rollout: Rollout) -> bool:
-    """The agent finished, so the task can judge it again (a payload that failed has no result)."""
+    """The agent finished, so the task can judge it again (a payload that failed has no result;
+    a judge_error rollout is asked of the judge again)."""
     return rollout.status is Status.COMPLETED or (
-        rollout.status in (Status.TASK_FAILED, Status.TASK_ERROR) and rollout.result is not None)
+        rollout.status in (Status.TASK_FAILED, Status.TASK_ERROR, Status.JUDGE_ERROR) and rollout.result is not None)
 
 
 def _rows(spec: TaskSpec, splits: set[str]) -> dict[str, dict[str, Any]]:
