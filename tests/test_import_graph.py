@@ -15,9 +15,10 @@ ROOT = Path(agentcore_rl_harness.__file__).parent
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "records", "conf", "heap"),
     ("config_schema",),
-    ("tasks", "store", "train_store", "models", "agent", "progress", "serving", "sanity_agents", "scaffold"),
+    ("tasks", "judged", "store", "train_store", "models", "agent", "progress", "serving", "sanity_agents",
+     "scaffold"),
     ("gateway",),
-    ("samplers", "runtimes"),
+    ("samplers", "runtimes", "judges"),
     ("trainers", "tinker_server"),
     ("reports", "trackers", "viewer"),
     ("config",),

@@ -23,6 +23,7 @@ from typing import Any
 from .config_schema import build, plain, unknown_key_message
 from .errors import ConfigError
 from .gateway.config import GatewayConfig
+from .judges.config import RolesConfig
 from .records import SamplingParams
 from .reports.config import GatesConfig, ReportConfig
 from .runtimes.local_config import LocalRuntimeConfig
@@ -62,12 +63,8 @@ class SamplingConfig:
     max_tokens: int = SamplingParams.max_tokens  # reply tokens per turn (an agent may only lower it)
 
     def to_params(self) -> SamplingParams:
-        return SamplingParams(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            max_tokens=self.max_tokens,
-        )
+        return SamplingParams(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                              max_tokens=self.max_tokens)
 
 
 @dataclass(frozen=True)
@@ -137,6 +134,7 @@ class HarnessConfig:
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     agent: str = TASK_AGENT  # task: each task's own agent; oracle / null: a sanity agent; or a file / module:app
     logger: dict[str, Any] = field(default_factory=dict)  # tracker name -> its typed node (trackers/)
+    roles: RolesConfig = field(default_factory=RolesConfig)  # models by role besides the policy (judges/config.py)
 
     def eval_sampling(self) -> SamplingParams | None:
         """Evaluation rollouts' sampling: `sampling` at `eval.temperature`; None when that is unset."""
@@ -302,7 +300,7 @@ def composed_from(resolved: dict[str, Any], *, overrides: typing.Sequence[str], 
         value = getattr(getattr(typed, section), name)
         if value not in choices:
             raise ConfigError(f"{key}={value!r} is not supported; valid choices: {list(choices)}")
-    for section in (typed.runtime, typed.gateway, typed.eval, typed.gates, typed.report, typed.warmup):
+    for section in (typed.runtime, typed.gateway, typed.eval, typed.gates, typed.report, typed.warmup, typed.roles):
         section.validate()
     check_agent(typed.agent, typed.runtime.kind)
     check_warmup(typed)

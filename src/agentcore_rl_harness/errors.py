@@ -55,6 +55,11 @@ class RewardError(ValueError):
     """A reward that is not a finite number. The task's fault: the rollout is `task_failed`."""
 
 
+class JudgeError(Exception):
+    """A judged reward got no usable score from the judge model (malformed answers after the
+    retries, or failed calls): the rollout is `judge_error`, never a silent 0."""
+
+
 def is_verdict(exc: BaseException) -> bool:
     """A task's verdict (its assertion failed, a reward is not a number), not a bug in its code."""
     return isinstance(exc, (AssertionError, RewardError))

@@ -29,6 +29,12 @@ class Status(str, enum.Enum):
     TASK_ERROR = "task_error"
     """The task's own code raised (a reward, the payload builder, a body's non-assertion error):
     a bug to fix, not a wrong answer; excluded from success rates and training, like infra_error."""
+    LIMIT_EXCEEDED = "limit_exceeded"
+    """The episode ran into one of its task's limits (`@task(limits=...)`; `error` names it): the
+    agent's failure, counted in success rates, left out of training like a timeout."""
+    JUDGE_ERROR = "judge_error"
+    """A judged reward got no usable answer from the judge model (malformed after its retries, or
+    the endpoint failed): never a silent 0; excluded from success rates and training."""
 
 
 class HistoryMode(str, enum.Enum):
@@ -96,6 +102,58 @@ class SessionLimits:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"gateway.{name}={value!r} must be > 0, or null for no limit")
+
+
+TASK_LIMIT_KEYS = ("max_tokens", "max_turns", "max_tool_calls", "timeout_s")
+
+
+@dataclass(frozen=True)
+class TaskLimits:
+    """One task's limits per episode, on top of the run-wide ones (None = only the run's).
+
+    `max_tokens`: tokens the policy samples over the episode (each turn's reply is cut to what is
+    left); `max_turns`: model requests; `max_tool_calls`: tool calls in the model's replies;
+    `timeout_s`: the episode's wall time (the stricter of this and `eval.timeout_s` applies).
+    """
+
+    max_tokens: int | None = None
+    max_turns: int | None = None
+    max_tool_calls: int | None = None
+    timeout_s: float | None = None
+
+    @classmethod
+    def parse(cls, value: "TaskLimits | dict[str, Any] | None", *, where: str) -> "TaskLimits":
+        """`value` (a dict or TaskLimits) checked; a ValueError saying what is wrong otherwise."""
+        if value is None:
+            return cls()
+        if isinstance(value, TaskLimits):
+            items = dataclasses.asdict(value)
+        elif isinstance(value, dict):
+            items = dict(value)
+        else:
+            raise ValueError(f"{where}: limits must be a dict such as {{'max_turns': 8, 'timeout_s': 60}}, "
+                             f"got {type(value).__name__} {value!r}")
+        unknown = sorted(set(items) - set(TASK_LIMIT_KEYS))
+        if unknown:
+            raise ValueError(f"{where}: unknown limit(s) {unknown}; valid limits: {list(TASK_LIMIT_KEYS)}")
+        for name, number in items.items():
+            whole = name != "timeout_s"
+            kind = int if whole else (int, float)
+            if number is None:
+                continue
+            if isinstance(number, bool) or not isinstance(number, kind) or not number > 0 or number != number:
+                raise ValueError(
+                    f"{where}: limits[{name!r}]={number!r} must be a positive "
+                    f"{'integer' if whole else 'number of seconds'}, or None for the run's own limit")
+        return cls(**{name: (None if v is None else (float(v) if name == "timeout_s" else int(v)))
+                      for name, v in items.items()})
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, name) is not None for name in TASK_LIMIT_KEYS)
+
+    def set(self) -> dict[str, float | int]:
+        """The limits given, by name."""
+        return {name: getattr(self, name) for name in TASK_LIMIT_KEYS if getattr(self, name) is not None}
 
 
 @dataclass(frozen=True)

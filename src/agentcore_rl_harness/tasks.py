@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DatasetError
+from .records import TaskLimits
 
 TASK_ATTR = "__agentcore_rl_task__"
 AGENT_REWARD = "agent"  # rewards[...] name of the reward the agent reported itself
@@ -64,6 +65,7 @@ class TaskSpec:
     reward_from_agent: bool = False
     oracle: str | Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, compare=False)
     sandbox: bool = False  # keep each session's final files for the `sandbox` fixture
+    limits: TaskLimits = TaskLimits()  # per-episode limits on top of the run's (`@task(limits=...)`)
 
     @functools.cached_property
     def needs_sandbox(self) -> bool:
@@ -92,6 +94,7 @@ def task(
     reward_from_agent: bool = False,
     oracle: str | Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     sandbox: bool = False,
+    limits: TaskLimits | dict[str, Any] | None = None,
 ):
     """Declare a task test: one case per dataset row x sample, `samples` cases form a group.
 
@@ -102,7 +105,10 @@ def task(
     `{"answer": row["answer"]}`) or a callable row -> result dict.
     `sandbox=True`: keep each session's final files, opened again as the `sandbox` fixture (on
     by itself when the test body takes `sandbox`).
+    `limits`: per-episode limits on top of the run-wide ones, e.g. `{"max_turns": 8, "max_tokens":
+    2000, "max_tool_calls": 5, "timeout_s": 60}`; an episode that runs into one is `limit_exceeded`.
     """
+    task_limits = TaskLimits.parse(limits, where="@task(limits=...)")
     if not isinstance(samples, int) or samples < 1:
         raise ValueError(f"@task(samples={samples!r}): samples must be an integer >= 1")
     if oracle is not None and not (callable(oracle) or (isinstance(oracle, str) and oracle)):
@@ -139,6 +145,7 @@ def task(
             reward_from_agent=bool(reward_from_agent),
             oracle=oracle,
             sandbox=bool(sandbox),
+            limits=task_limits,
         )
         setattr(fn, TASK_ATTR, spec)
         return fn

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from ..records import HistoryMode, SampleResult, SamplingParams, SessionLimits, Trace, Usage
+from ..records import HistoryMode, SampleResult, SamplingParams, SessionLimits, TaskLimits, Trace, Usage
 from .forcing import ScriptError, normalize_script
 from .known_history import KnownHistory
 from .recent_keys import RecentKeys
@@ -38,6 +38,7 @@ from .session_errors import (
     SessionClosedError, SessionError, SessionExistsError, SessionExpiredError, TurnLimitError, UnknownSessionError,
 )
 from .rendering import Message, ParsedReply, Renderer
+from .task_budget import TaskBudget
 from .trajectory import PromptPlan, Turn, TurnTree, chain_metadata
 
 __all__ = [
@@ -88,8 +89,9 @@ class Session:
     def __init__(self, session_id: str, sampling: SamplingParams, renderer: Renderer,
                  limits: SessionLimits = SessionLimits(), clock: Callable[[], float] = time.monotonic, *,
                  history: str = "exact", script: Sequence[Message] | None = None,
-                 score_forced: bool = True) -> None:
+                 score_forced: bool = True, task_limits: TaskLimits = TaskLimits()) -> None:
         self.session_id = session_id
+        self.budget = TaskBudget(task_limits)  # the task's own limits (`task_budget.py`)
         self.script: tuple[Message, ...] | None = None if script is None else tuple(script)
         self.score_forced = score_forced  # forced turns' logprobs from the policy (else zeros)
         self._script_used = 0
@@ -161,6 +163,7 @@ class Session:
                     f"session {self.session_id!r} reached its limit of {cap} turns; finish it "
                     "and open a new one (the limit is gateway.max_turns, --max-turns)"
                 )
+            self.budget.check_turn(self._turns_started, self.session_id)
             self._turns_started += 1
             self._in_flight += 1
             self.last_active = self._clock()
@@ -196,6 +199,7 @@ class Session:
             self._check_open()
             self._prompt_tokens += len(plan.prompt_token_ids)
             self._completion_tokens += len(sample.token_ids)
+            self.budget.recorded(completion_tokens=len(sample.token_ids), tool_calls=len(reply.tool_calls))
             return self._tree.record(plan, sample, reply, completion_text=completion_text)
 
     def count_override(self, name: str) -> None:
@@ -241,7 +245,7 @@ class Session:
             metadata.update(sorted(self._events.items()))
             metadata["turns_in_flight_at_finish"] = self._in_flight
             metadata["reaped"] = reaped is not None
-            limits_hit = [name for name in LIMIT_NAMES if name in self._limits_hit]
+            limits_hit = [name for name in LIMIT_NAMES if name in self._limits_hit] + self.budget.hit
             metadata["limits_hit"] = limits_hit
             extra: dict[str, Any] = {"limits_hit": limits_hit} if limits_hit else {}
             if self.script is not None:
@@ -286,10 +290,12 @@ class SessionStore:
         self._finished = RecentKeys(keep_s=FINISHED_KEYS_KEPT_S, max_keys=MAX_FINISHED_KEYS, clock=clock)
 
     def open(self, *, session_id: str | None = None, sampling: SamplingParams | None = None,
-             script: Sequence[Mapping[str, Any]] | None = None, score_forced: bool = True) -> str:
+             script: Sequence[Mapping[str, Any]] | None = None, score_forced: bool = True,
+             task_limits: TaskLimits = TaskLimits()) -> str:
         """Open a session; with `script` (assistant turns, `forcing.normalize_script`) its model
         calls are teacher-forced from it instead of sampled, their logprobs scored under the
-        policy unless `score_forced` is false (then zeros, `forced_logprobs: "zero"`)."""
+        policy unless `score_forced` is false (then zeros, `forced_logprobs: "zero"`); `task_limits`:
+        the task's own limits on top of the store's (`task_budget.py`)."""
         forced = None if script is None else normalize_script(script)
         session_id = secrets.token_urlsafe(32) if session_id is None else session_id
         if not isinstance(session_id, str) or not session_id or len(session_id) > MAX_SESSION_ID_LENGTH \
@@ -303,7 +309,7 @@ class SessionStore:
                 raise SessionExistsError(f"session {session_id!r} already exists")
             self._open[session_id] = Session(session_id, sampling or self._default_sampling,
                                              self._renderer, self.limits, self._clock, history=self.history,
-                                             script=forced, score_forced=score_forced)
+                                             script=forced, score_forced=score_forced, task_limits=task_limits)
         return session_id
 
     def get(self, session_id: str) -> Session:

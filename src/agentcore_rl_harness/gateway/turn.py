@@ -125,6 +125,9 @@ def prepare_turn(
             raise ContextLengthError(prompt_tokens=len(plan.prompt_token_ids), context_window=context_window)
         if room < params.max_tokens:
             params = dataclasses.replace(params, max_tokens=room)
+    task_left = session.budget.tokens_left()
+    if task_left is not None and 0 < task_left < params.max_tokens:  # 0: start_turn refuses the turn
+        params = dataclasses.replace(params, max_tokens=task_left)
     budget = session.limits.context_budget_tokens
     exhausted = clamped = False
     if budget is not None:

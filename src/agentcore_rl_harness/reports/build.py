@@ -8,7 +8,7 @@ from typing import Any
 
 from ..records import Rollout, Status
 from .model import (
-    Delta, DeltaReport, Interval, MeanInterval, Outcome, PhaseReport, Report, RunInfo, Summary,
+    Delta, DeltaReport, Interval, MeanInterval, Outcome, PhaseReport, Report, RoleUsage, RunInfo, Summary,
     Tokens, TrainingSummary, TrainStep,
 )
 from .stats import (
@@ -20,7 +20,7 @@ RolloutKey = tuple[str, str, int, str, "int | None"]
 
 
 # Statuses left out of success counts: the harness or the task's own code failed, not the agent.
-UNCOUNTED = (Status.INFRA_ERROR, Status.TASK_ERROR)
+UNCOUNTED = (Status.INFRA_ERROR, Status.TASK_ERROR, Status.JUDGE_ERROR)
 
 def rollout_key(rollout: Rollout) -> RolloutKey:
     """What makes a rollout unique in a run: a retry of the same key replaces the earlier one."""
@@ -222,6 +222,7 @@ def build_report(
     versions: dict[str, str], git_sha: str | None, started_at: str, wall_time_s: float,
     rollouts: Sequence[Rollout], item_phase: str, train_steps: Sequence[dict[str, Any]] = (),
     tags: Mapping[str, Sequence[str]] | None = None, discarded: Sequence[Rollout] = (),
+    roles: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Report:
     """The report of one run. `tags` maps task -> its tags; `discarded` are earlier attempts
     (rollouts.discarded.jsonl) that make their redone rollouts count as retried. Bootstrap
@@ -240,6 +241,7 @@ def build_report(
         tags=summarize_by_tag(items, tags, **options),
         task_tags={task: values for task, values in sorted(tags.items()) if values},
         outcomes=outcomes(items, retried),
+        roles={role: RoleUsage(**usage) for role, usage in (roles or {}).items()},
     )
     if mode == "run":
         pre, post = _phase(unique, "pre"), _phase(unique, "post")

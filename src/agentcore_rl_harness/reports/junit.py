@@ -97,7 +97,7 @@ def _xml_text(text: str) -> str:
 
 
 def _junit_kind(rollout: Rollout) -> str | None:
-    if rollout.status in (Status.INFRA_ERROR, Status.TASK_ERROR):  # not the agent's failure
+    if rollout.status in (Status.INFRA_ERROR, Status.TASK_ERROR, Status.JUDGE_ERROR):  # not the agent's failure
         return "error"
     if rollout.success:
         return None

@@ -97,6 +97,19 @@ def _failures_section(report: Report) -> list[str]:
     return lines
 
 
+def _roles_section(report: Report) -> list[str]:
+    """Usage per model role, shown when a role besides the policy was asked (a judge)."""
+    if set(report.roles) <= {"policy"}:
+        return []
+    lines = ["", "## Usage by role", "", "| role | calls | cached | failed attempts | judge errors | "
+             "prompt tokens | completion tokens | cost (USD) |", "|---|---|---|---|---|---|---|---|"]
+    for role, usage in report.roles.items():
+        cost = "—" if usage.cost_usd is None else f"{usage.cost_usd:.4f}"
+        lines.append(f"| {md_cell(role)} | {usage.calls} | {usage.cached} | {usage.failed_attempts} | "
+                     f"{usage.judge_errors} | {usage.prompt_tokens} | {usage.completion_tokens} | {cost} |")
+    return lines
+
+
 def _files_line(report: Report, files_at: Path | None) -> str:
     names = ["report.html", "rollouts.jsonl", "report.json", "junit.xml", "config.yaml"]
     if report.train:
@@ -144,6 +157,7 @@ def render_markdown(report: Report, *, files_at: Path | None = None, rollouts: S
     lines += _rewards_section(report)
     lines += _delta_section(report)
     lines += _failures_section(report)
+    lines += _roles_section(report)
     lines += _failed_section(rollouts, tokenizer)
     lines += _train_section(report)
     lines += [

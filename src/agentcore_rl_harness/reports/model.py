@@ -16,10 +16,11 @@ REPORT_FORMATS = ("json", "md", "html", "junit")
 # Which phase the pytest items of each mode are (the phase a report's headline numbers describe).
 ITEM_PHASE = {"eval": "eval", "collect": "collect", "run": "post", "train": "train"}
 DENOMINATOR_POLICY = (
-    "success_rate, pass@k and pass^k count every rollout the agent ran: task_failed, timeout and "
-    "agent_error are failures; infra_error rollouts (the harness failed, not the agent) and "
-    "task_error rollouts (the task's own code raised) are excluded from n and counted under "
-    "failures; a retried rollout counts once (its last attempt)"
+    "success_rate, pass@k and pass^k count every rollout the agent ran: task_failed, timeout, "
+    "limit_exceeded and agent_error are failures; infra_error rollouts (the harness failed, not the "
+    "agent), task_error rollouts (the task's own code raised) and judge_error rollouts (the judge "
+    "model gave no usable score) are excluded from n and counted under failures; a retried rollout "
+    "counts once (its last attempt)"
 )
 
 
@@ -147,6 +148,18 @@ class Outcome(BaseModel):
     retried: bool = Field(default=False, description="This rollout ran more than once.")
 
 
+class RoleUsage(BaseModel):
+    """What one model role used: the policy's turns, or a judge's questions (roles.*)."""
+
+    calls: int = Field(description="Model calls made (policy: turns; judge: attempts, retries included).")
+    cached: int = Field(default=0, description="Judge questions answered from the cache (no call made).")
+    failed_attempts: int = Field(default=0, description="Judge attempts that failed or answered malformed.")
+    judge_errors: int = Field(default=0, description="Judge questions that ended without a usable score.")
+    prompt_tokens: int = Field(description="Prompt (input) tokens over all calls.")
+    completion_tokens: int = Field(description="Completion (output) tokens over all calls.")
+    cost_usd: float | None = Field(default=None, description="Cost from roles.<role>.price (None: no price given).")
+
+
 class GateFailure(BaseModel):
     gate: str = Field(description="The gate, e.g. gates.min_success_rate.")
     subject: str = Field(description="'overall' or a task name.")
@@ -188,6 +201,8 @@ class Report(BaseModel):
     outcomes: list[Outcome] = Field(
         default_factory=list, description="Per item-phase rollout, for paired comparisons.")
     gates: list[GateFailure] = Field(default_factory=list, description="Gates that failed.")
+    roles: dict[str, RoleUsage] = Field(
+        default_factory=dict, description="Usage (tokens, calls, cost) per model role: policy, judge.")
     interrupted: Interrupted | None = Field(
         default=None, description="Set when the run was stopped before it finished; how to resume it.")
 

@@ -65,6 +65,9 @@ def verdict_line(report: Report) -> str:
     task_errors = report.overall.failures.get(Status.TASK_ERROR.value, 0)
     if task_errors:
         parts.append(f"{task_errors} task_error(s): bugs in the task's own code, not counted")
+    judge_errors = report.overall.failures.get(Status.JUDGE_ERROR.value, 0)
+    if judge_errors:
+        parts.append(f"{judge_errors} judge_error(s): the judge model gave no usable score, not counted")
     return "; ".join(parts)
 
 

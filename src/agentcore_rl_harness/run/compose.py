@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import HarnessConfig
 from ..errors import ConfigError
+from ..judges.groups import GroupBoard
+from ..records import Status
 from ..runtimes.base import AgentRuntime
 from .backend import Backend
 from .cases import Case, Episode
@@ -28,6 +30,7 @@ from .loop import LoopThread
 from .training import TrainPlan
 
 if TYPE_CHECKING:
+    from .judging import Judging
     from ..gateway.rendering import Renderer
     from ..gateway.sampling import SamplingBackend
     from ..gateway.server import GatewayServer
@@ -193,6 +196,8 @@ class Harness:
         self.cases: CaseRunner | None = None
         self.advertised_url = ""
         self._start_lock = threading.Lock()
+        self.groups = GroupBoard()  # each GRPO group's episodes, for group-relative judges
+        self._judging: Judging | None = None
 
     @property
     def sampler(self) -> SamplingBackend | None:
@@ -254,7 +259,41 @@ class Harness:
 
     def submit(self, case: Case) -> concurrent.futures.Future[Episode]:
         self.start()
-        return self.loop.submit(self.run_case(case))
+        self.groups.expect(case.group_id)
+        return self.loop.submit(self._run_member(case))
+
+    async def _run_member(self, case: Case) -> Episode:
+        """A submitted case: its group's judge waits for it, however it ends."""
+        episode = None
+        try:
+            episode = await self.run_case(case)
+            return episode
+        finally:
+            self.groups.done(case.group_id, case.sample_index, episode)
+
+    def judging(self, run_dir: Path | None = None) -> Judging:
+        """The judge of judged rewards (`roles.judge`), its cache and usage in `run_dir`/judge/."""
+        from ..judges.clients import build_client, identity
+        from ..judges.service import JudgeService
+        from ..judges.usage import JUDGE_DIR
+        from .judging import Judging
+
+        self.start()
+        if self._judging is None:
+            config = self.config.roles.judge
+            where = run_dir / JUDGE_DIR if run_dir is not None else None
+            policy = (self._sampler, self.renderer, self.model_id)
+            service = JudgeService(config, identity=identity(config, policy_model=self.model_id),
+                                   client=lambda: build_client(config, policy=policy), cache_dir=where, usage_dir=where)
+            self._judging = Judging(service, members=self._group_members)
+        return self._judging
+
+    async def _group_members(self, case: Case) -> dict[int, Any]:
+        from .scoring import RolloutHandle
+
+        episodes = await self.groups.members(case.group_id)
+        return {index: RolloutHandle(episode) for index, episode in episodes.items()
+                if episode is not None and episode.outcome.status is Status.COMPLETED}
 
     async def run_case(self, case: Case) -> Episode:
         """Run one case on the loop (at most `runtime.concurrency` at once)."""
@@ -285,6 +324,8 @@ class Harness:
         try:
             if self.cases is not None:
                 self.loop.run(self.cases.release_all(), timeout=60)
+            if self._judging is not None:
+                self.loop.run(self._judging.aclose(), timeout=60)
             if self.runtime is not None and self._given_runtime is None:
                 self.loop.run(self.runtime.aclose(), timeout=60)
         finally:

@@ -30,6 +30,7 @@ from ..errors import HarnessError
 from ..progress import Progress, Terminal, choose_style
 from ..records import Rollout, Status
 from ..reports.build import build_report
+from ..judges.usage import role_usage
 from ..reports.load import read_discarded
 from ..train_store import read_steps
 from ..reports.model import ITEM_PHASE, Report
@@ -140,7 +141,8 @@ class Run:
 
     def scorer(self) -> Scorer:
         harness = self.parts()
-        return Scorer(run_id=self.run_dir.name, call=harness.call, fixtures=harness.offline_fixtures)
+        return Scorer(run_id=self.run_dir.name, call=harness.call, fixtures=harness.offline_fixtures,
+                      judging=lambda: harness.judging(self.run_dir))  # answers, usage: RUN_DIR/judge
 
     def plan(self, spec: TaskSpec) -> list[PlannedItem]:
         """The items of one task in this run's mode."""
@@ -414,8 +416,7 @@ class Run:
             wall_time_s=round(time.monotonic() - self.started_monotonic, 3), rollouts=self.rollouts,
             item_phase=self.phase, train_steps=self.train_steps,
             tags={**self.task_tags, **{name: list(spec.tags) for name, spec in self.specs.items()}},
-            discarded=read_discarded(self.run_dir),
-        )
+            discarded=read_discarded(self.run_dir), roles=role_usage(self.run_dir, self.rollouts, self.config.resolved))
         if self.interrupted:
             resume = self.resume_command or f"pytest --agentcore-rl-resume {self.run_dir}"
             self.report.interrupted = finish.interrupted(self.run_dir, self.rollouts, len(self.train_steps), resume)
@@ -425,9 +426,8 @@ class Run:
         if self.save_baseline:
             path = finish.write_baseline(self.rootdir, self.save_baseline, self.report)
             self.write(f"agentcore-rl: saved baseline {self.save_baseline!r} to {path}")
-        if self.mode == "collect" and self.rollouts:
-            if not finish.save_dataset(self.run_dir, self.rollouts, self.write):
-                self.infra_errors += 1
+        if self.mode == "collect" and self.rollouts and not finish.save_dataset(self.run_dir, self.rollouts, self.write):
+            self.infra_errors += 1
 
     def summary_lines(self) -> list[str]:
         return finish.summary_lines(mode=self.mode, report=self.report,

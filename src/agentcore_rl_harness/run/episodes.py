@@ -8,13 +8,14 @@ Sampled tokens are never lost: the gateway session is finished whatever the agen
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..errors import HarnessError, failure_text
-from ..records import SamplingParams, SessionOutcome, Status
+from ..records import SamplingParams, SessionOutcome, Status, TaskLimits
 from ..runtimes.base import AgentRef, AgentRuntime
 from ..tasks import build_payload, rollout_block
 from .cases import DEMO_PHASE, EVAL_PHASES, Case, Episode, HeldResources, case_seed
@@ -65,6 +66,24 @@ def attribute_failure(outcome: SessionOutcome, metadata: dict[str, Any]) -> Sess
             elapsed_s=outcome.elapsed_s,
         )
     return outcome
+
+
+def limit_outcome(outcome: SessionOutcome, limits: TaskLimits, metadata: dict[str, Any], *,
+                  timed_out_by_task: bool) -> SessionOutcome:
+    """`limit_exceeded`, naming the limit, when the episode ran into one of its task's limits
+    (`task.*` in the session's `limits_hit`, or a timeout at the task's stricter `timeout_s`);
+    the harness's or the task code's failure keeps its own status."""
+    if outcome.status in (Status.INFRA_ERROR, Status.TASK_ERROR):
+        return outcome
+    hit = [name for name in metadata.get("limits_hit") or () if name.startswith("task.")]
+    if outcome.status is Status.TIMEOUT and timed_out_by_task:
+        hit.append("task.timeout_s")
+    if not hit:
+        return outcome
+    named = ", ".join(f"{name.removeprefix('task.')}={getattr(limits, name.removeprefix('task.'))}" for name in hit)
+    ended = outcome.status.value + (f": {outcome.error}" if outcome.error else "")
+    return dataclasses.replace(outcome, status=Status.LIMIT_EXCEEDED, error=(
+        f"limit_exceeded: task limit {named} (@arl.task(limits=...)); the agent then ended {ended}"))
 
 
 def new_session_id() -> str:
@@ -129,6 +148,10 @@ class CaseRunner:
             # A warm-up demonstration is trained on its tokens alone (cross-entropy): scoring the
             # forced turns under the policy would cost a forward pass per turn for nothing.
             forced = {"script": agent.script, "score_forced": case.phase != DEMO_PHASE}
+        limits = case.spec.limits
+        if limits:
+            forced["task_limits"] = limits
+        timeout_s = self.settings.timeout_s if limits.timeout_s is None else min(limits.timeout_s, self.settings.timeout_s)
         self.sessions.open(session_id=session_id, sampling=seeded, **forced)
         rollout_info = rollout_block(
             base_url=settings.base_url, model_id=settings.model_id, session_id=session_id,
@@ -140,7 +163,7 @@ class CaseRunner:
         self._live[id(case)] = (session_id, time.time())  # in flight (`session_of`, inflight.json)
         try:
             outcome = planning_failed if agent is None else await self._invoke(
-                case, agent, session_id, rollout_info, started)
+                case, agent, session_id, rollout_info, started, timeout_s)
         finally:
             self._live.pop(id(case), None)
             finished = self.sessions.finish(session_id)
@@ -153,7 +176,8 @@ class CaseRunner:
             sandbox=sandbox,
             case=case,
             session_id=session_id,
-            outcome=attribute_failure(outcome, finished.metadata),
+            outcome=limit_outcome(attribute_failure(outcome, finished.metadata), limits, finished.metadata,
+                                  timed_out_by_task=timeout_s < self.settings.timeout_s),
             traces=tuple(finished.traces),
             turns=finished.turns,
             usage=finished.usage,
@@ -170,7 +194,8 @@ class CaseRunner:
                                         error="the task's oracle failed: " + failure_text(exc))
 
     async def _invoke(
-        self, case: Case, agent: AgentPlan, session_id: str, rollout_info: dict[str, Any], started: float
+        self, case: Case, agent: AgentPlan, session_id: str, rollout_info: dict[str, Any], started: float,
+        timeout_s: float,
     ) -> SessionOutcome:
         """Build the payload (task code: its errors fail the task) and run the agent session."""
         try:
@@ -188,7 +213,7 @@ class CaseRunner:
                 agent=AgentRef(task=case.spec.name, agent=agent.agent, input_id=case.row_id, phase=case.phase),
                 session_id=session_id,
                 payload=payload,
-                timeout_s=self.settings.timeout_s,
+                timeout_s=timeout_s,
                 **keep,
             )
         except HarnessError as exc:

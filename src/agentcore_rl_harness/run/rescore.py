@@ -24,6 +24,7 @@ from typing import Any
 from ..config import compose_config
 from ..errors import HarnessError
 from ..records import Rollout, SessionOutcome, Status
+from ..judges.usage import role_usage
 from ..reports.build import build_report
 from ..reports.load import run_info
 from ..reports.model import ITEM_PHASE, Report
@@ -35,7 +36,8 @@ from . import states
 from .cases import Case, Episode
 from .loop import LoopThread
 from .sandbox import FinalSandbox, Sandbox
-from .scoring import Scorer
+from .judging import Judging
+from .scoring import RolloutHandle, Scorer
 
 SUMMARY_FILE = "rescore.json"
 
@@ -50,9 +52,10 @@ class Rescored:
 
 
 def scorable(rollout: Rollout) -> bool:
-    """The agent finished, so the task can judge it again (a payload that failed has no result)."""
+    """The agent finished, so the task can judge it again (a payload that failed has no result;
+    a judge_error rollout is asked of the judge again)."""
     return rollout.status is Status.COMPLETED or (
-        rollout.status in (Status.TASK_FAILED, Status.TASK_ERROR) and rollout.result is not None)
+        rollout.status in (Status.TASK_FAILED, Status.TASK_ERROR, Status.JUDGE_ERROR) and rollout.result is not None)
 
 
 def _rows(spec: TaskSpec, splits: set[str]) -> dict[str, dict[str, Any]]:
@@ -102,7 +105,7 @@ def rescore(run_dir: Path, specs: Mapping[str, TaskSpec], *, tasks_label: str = 
     out = run_dir / f"rescore-{started.strftime('%Y%m%dT%H%M%S%fZ')}"
     out.mkdir()
     loop = LoopThread(name="agentcore-rl-rescore")
-    runtime = None
+    runtime = judging = None
     try:
         if any(specs[name].needs_sandbox for name in rows):
             from .compose import build_runtime
@@ -112,15 +115,40 @@ def rescore(run_dir: Path, specs: Mapping[str, TaskSpec], *, tasks_label: str = 
             # restores run locally: the run's own local settings, or the local defaults
             local = config.typed.runtime if config.typed.runtime.kind == "local" else LocalRuntimeConfig()
             runtime = build_runtime(dataclasses.replace(config.typed, runtime=local), private_dirs=(run_dir,))
-        scorer = Scorer(run_id=out.name, call=loop.call,
-                        fixtures=lambda: {"agentcore_rl_config": config.typed})
+        judging = _judging(config.typed, run_dir, out, rollouts)
+        scorer = Scorer(run_id=out.name, call=loop.call, fixtures=lambda: {"agentcore_rl_config": config.typed},
+                        judging=lambda: judging)
         new = [_rescore_one(r, specs[r.task], rows[r.task][r.row_id], run_dir, runtime, scorer, loop)
                if scorable(r) else r for r in rollouts]
     finally:
         if runtime is not None:
             loop.run(runtime.aclose(), timeout=60)
+        if judging is not None:
+            loop.run(judging.aclose(), timeout=60)
         loop.close()
     return _write(run_dir, out, rollouts, new, specs, config.typed.report, started, clock, write)
+
+
+def _judging(typed: Any, run_dir: Path, out: Path, rollouts: list[Rollout]) -> Judging:
+    """The run's judge for judged rewards: the run's answer cache (RUN_DIR/judge), so questions
+    asked before are not paid again; new usage in OUT/judge. A group is its recorded members."""
+    from ..judges.clients import build_client, identity
+    from ..judges.service import JudgeService
+    from ..judges.usage import JUDGE_DIR
+
+    judge = typed.roles.judge
+    service = JudgeService(judge, identity=identity(judge, policy_model=typed.model.name),
+                           client=lambda: build_client(judge, policy=None), cache_dir=run_dir / JUDGE_DIR,
+                           usage_dir=out / JUDGE_DIR)
+    groups: dict[str, dict[int, RolloutHandle]] = {}
+    for rollout in rollouts:
+        if scorable(rollout):
+            groups.setdefault(rollout.group_id, {})[rollout.sample_index] = RolloutHandle.from_record(rollout)
+
+    async def members(case: Case) -> dict[int, Any]:
+        return dict(groups.get(case.group_id, {}))
+
+    return Judging(service, members=members)
 
 
 def _rescore_one(rollout: Rollout, spec: TaskSpec, row: dict[str, Any], run_dir: Path, runtime: Any,
@@ -150,7 +178,8 @@ def _write(run_dir: Path, out: Path, old: list[Rollout], new: list[Rollout], spe
         run_id=out.name, mode=info.mode, config=info.config, overrides=info.overrides,
         versions=info.versions, git_sha=info.git_sha, started_at=started.isoformat(),
         wall_time_s=round(time.monotonic() - clock, 3), rollouts=new, item_phase=ITEM_PHASE[info.mode],
-        train_steps=read_steps(run_dir), tags={**tags, **{n: list(s.tags) for n, s in specs.items() if s.tags}})
+        train_steps=read_steps(run_dir), tags={**tags, **{n: list(s.tags) for n, s in specs.items() if s.tags}},
+        roles=role_usage(out, new, info.config))
     write_reports(out, report, new, formats=report_config.formats, step_summary=False)
     rescored = sum(1 for r in old if scorable(r))
     changed = sum(1 for a, b in zip(old, new) if (a.success, a.reward) != (b.success, b.reward))

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ERROR_TEXT_LIMIT, HarnessError, RewardError, SandboxError, failure_text, is_verdict
+from ..errors import ERROR_TEXT_LIMIT, HarnessError, JudgeError, RewardError, SandboxError, failure_text, is_verdict
+from ..judged import JudgeReward
 from ..records import Rollout, Status, Trace, Usage
 from ..store import json_safe
 from ..tasks import AGENT_REWARD
@@ -158,13 +159,20 @@ def apply_agent_reward(handle: RolloutHandle, case: Case) -> None:
     handle.reward = reported
 
 
-def apply_rewards(handle: RolloutHandle, case: Case, call: Caller) -> None:
+def apply_rewards(handle: RolloutHandle, case: Case, call: Caller, judging: Any = None) -> None:
     """The agent's own reward, then the task's reward functions, whose weighted sum becomes
-    `handle.reward` (with `reward_from_agent`, the agent's reward is `handle.reward`)."""
+    `handle.reward` (with `reward_from_agent`, the agent's reward is `handle.reward`). Judged
+    rewards are asked of `judging` (`run/judging.py`); without one they are a `JudgeError`."""
     apply_agent_reward(handle, case)
     total = 0.0
     for reward_fn in case.spec.rewards:
-        value = check_reward(reward_fn.name, call(reward_fn.fn, handle, dict(case.row)))
+        if isinstance(reward_fn, JudgeReward):
+            if judging is None:
+                raise JudgeError(f"judged reward {reward_fn.name}: no judge is available to this scorer "
+                                 "(judged rewards need the harness's run or rescore)")
+            value = check_reward(reward_fn.name, call(judging.value, reward_fn, handle, case))
+        else:
+            value = check_reward(reward_fn.name, call(reward_fn.fn, handle, dict(case.row)))
         handle.rewards[reward_fn.name] = value
         total += reward_fn.weight * value
     if case.spec.rewards:
@@ -219,16 +227,19 @@ class Verdict:
     success: bool | None
 
 
-def score_offline(case: Case, handle: RolloutHandle, call: Caller, fixtures: dict) -> Verdict:
-    """Score like a pytest item would: rewards, then the body; an exception fails the task."""
+def score_offline(case: Case, handle: RolloutHandle, call: Caller, fixtures: dict, judging: Any = None) -> Verdict:
+    """Score like a pytest item would: rewards, then the body; an exception fails the task, a
+    judge that gave no score makes it `judge_error`."""
     if handle.status is not Status.COMPLETED:
         return Verdict(handle.status, handle.error, None if handle.status in UNJUDGED else False)
     try:
-        apply_rewards(handle, case, call)
+        apply_rewards(handle, case, call, judging)
         call(case.spec.fn, **offline_arguments(case, handle, fixtures))
         check_handle_rewards(handle)
     except Exception as exc:  # the task's verdict (AssertionError) fails it; its bug is task_error
         drop_bad_rewards(handle)  # never record a NaN the body set before it failed
+        if isinstance(exc, JudgeError):
+            return Verdict(Status.JUDGE_ERROR, str(exc)[:ERROR_TEXT_LIMIT], None)
         if is_verdict(exc):
             return Verdict(Status.TASK_FAILED, failure_text(exc), False)
         return Verdict(Status.TASK_ERROR, failure_text(exc), None)
@@ -236,7 +247,7 @@ def score_offline(case: Case, handle: RolloutHandle, call: Caller, fixtures: dic
 
 
 # Statuses that say nothing of the agent's success (the harness or the task's code failed).
-UNJUDGED = (Status.INFRA_ERROR, Status.TASK_ERROR)
+UNJUDGED = (Status.INFRA_ERROR, Status.TASK_ERROR, Status.JUDGE_ERROR)
 
 
 def make_rollout(
@@ -291,17 +302,24 @@ class Scorer:
     """Scores episodes with their tasks; `call` runs task code (sync or async) to completion and
     `fixtures()` gives what a body may ask for when the harness calls it (OFFLINE_FIXTURES)."""
 
-    def __init__(self, *, run_id: str, call: Caller, fixtures: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, *, run_id: str, call: Caller, fixtures: Callable[[], dict[str, Any]],
+                 judging: Callable[[], Any] | None = None) -> None:
+        """`judging`: gives the run's `run.judging.Judging`, asked on the first judged reward."""
         self.run_id = run_id
         self.call = call
         self.fixtures = fixtures
+        self.judging = judging
+
+    def _judging(self, case: Case) -> Any:
+        needed = any(isinstance(reward, JudgeReward) for reward in case.spec.rewards)
+        return self.judging() if needed and self.judging is not None else None
 
     def score(self, case: Case, episode: Episode) -> Rollout:
         """Rewards, then the body, as a pytest item would; the rollout as it will be recorded.
         The `sandbox` fixture is the episode's own (`Episode.sandbox`, an arl.Sandbox)."""
         handle = RolloutHandle(episode)
         fixtures = self.fixtures()
-        verdict = score_offline(case, handle, self.call, fixtures)
+        verdict = score_offline(case, handle, self.call, fixtures, self._judging(case))
         return self.rollout(case, episode, handle, verdict)
 
     def before_body(self, handle: RolloutHandle) -> None:
@@ -325,9 +343,12 @@ class Scorer:
         """A pytest item's scoring: rewards, then its body with pytest's fixture values."""
         self.before_body(handle)
         try:
-            apply_rewards(handle, case, self.call)
+            apply_rewards(handle, case, self.call, self._judging(case))
             self.call(body, **arguments)
         except Exception as exc:
+            if isinstance(exc, JudgeError):  # not the agent's failure, nor a bug: judge_error
+                handle.status, handle.error = Status.JUDGE_ERROR, str(exc)[:ERROR_TEXT_LIMIT]
+                raise ItemFailed(handle.error) from None
             if is_verdict(exc):
                 raise  # pytest reports the assertion as it always does
             handle.task_error = failure_text(exc)

@@ -17,7 +17,8 @@ from ..records import Rollout, Status
 from .base import StepMetrics, TrainGroup, TrainSample
 
 AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum")
-EXCLUDED_STATUSES = (Status.TIMEOUT, Status.AGENT_ERROR, Status.INFRA_ERROR, Status.TASK_ERROR)
+EXCLUDED_STATUSES = (Status.TIMEOUT, Status.AGENT_ERROR, Status.INFRA_ERROR, Status.TASK_ERROR,
+                     Status.LIMIT_EXCEEDED, Status.JUDGE_ERROR)
 
 
 @dataclass(frozen=True)
