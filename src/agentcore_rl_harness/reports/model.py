@@ -114,6 +114,8 @@ class TrainStep(BaseModel):
         default=None, description="Tokens that entered the loss (0: the step changed nothing).")
     informative_fraction: float | None = Field(
         default=None, description="Share of the step's groups whose samples' rewards differed.")
+    sync_s: float | None = Field(
+        default=None, description="Seconds the step's weight sync to the sampler took (LoRA push or full reload).")
 
 
 class TrainingSummary(BaseModel):
@@ -145,6 +147,18 @@ class GateFailure(BaseModel):
     threshold: float = Field(description="The configured limit.")
     p_value: float | None = Field(default=None, description="The paired test's p-value, if any.")
     message: str = Field(description="What failed, by how much, in one line.")
+
+
+class BaselineComparison(BaseModel):
+    """This run against the baseline given with --agentcore-rl-compare, paired by (task, row, sample)."""
+
+    path: str = Field(description="The baseline: its run directory, report.json or saved name.")
+    run_id: str = Field(description="The baseline run's id.")
+    mode: str = Field(description="The baseline run's mode.")
+    hosted: str | None = Field(
+        default=None, description="The hosted model the baseline's turns passed through (sampler=hosted), if any.")
+    delta: DeltaReport = Field(description="pre = the baseline, post = this run (its items' phase).")
+    unpaired: int = Field(description="This run's usable rollouts with no partner in the baseline.")
 
 
 class Interrupted(BaseModel):
@@ -179,6 +193,8 @@ class Report(BaseModel):
     outcomes: list[Outcome] = Field(
         default_factory=list, description="Per item-phase rollout, for paired comparisons.")
     gates: list[GateFailure] = Field(default_factory=list, description="Gates that failed.")
+    baseline: BaselineComparison | None = Field(
+        default=None, description="Set with --agentcore-rl-compare: this run paired with the baseline run.")
     interrupted: Interrupted | None = Field(
         default=None, description="Set when the run was stopped before it finished; how to resume it.")
 
