@@ -3,11 +3,10 @@
 `compose_config` composes the packaged defaults (plus a project's `configs/`) with Hydra and
 turns the result into frozen dataclasses; every other module receives its own typed node.
 
-Each part owns its node, beside its code, with the only copy of its defaults: `runtime` is
-picked by kind (`runtimes/registry.py`: `LocalRuntimeConfig`, `AgentCoreRuntimeConfig`), as is
-`trainer` (`trainers/registry.py`); `gateway` is `gateway.config.GatewayConfig`; `report` and
-`gates` live in `reports/config.py`. The packaged YAML group files hold only what differs from
-those defaults (tests/test_config_schema.py). `config_schema.py` builds nodes from mappings.
+Each part owns its node, beside its code, with the only copy of its defaults: `runtime` and
+`trainer` are picked by kind (`runtimes/registry.py`, `trainers/registry.py`); `gateway` is
+`gateway.config.GatewayConfig`; `report` and `gates` live in `reports/config.py`. The packaged
+YAML files hold only what differs from those defaults; `config_schema.py` builds the nodes.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from .reports.config import GatesConfig, ReportConfig
 from .runtimes.local_config import LocalRuntimeConfig
 from .runtimes.registry import RUNTIMES, runtime_spec
 from .sanity_agents import AGENTS as SANITY_AGENTS
+from .samplers.hosted import HostedSettings
 from .samplers.vllm_engine import VLLMSettings
 from .trackers.registry import build_logger_section
 from .trainers.section import GROUP_KEYS, LOOP_KEYS, TrainLoopConfig, algo_classes, build_trainer_section
@@ -51,6 +51,7 @@ class SamplerConfig:
     batch_wait_s: float = 0.005  # how long a batch waits for more requests
     prefix_cache_tokens: int = 32768  # KV prefix cache size in tokens (0 = off); ~45 KiB/token for SmolLM2
     vllm: VLLMSettings = field(default_factory=VLLMSettings)  # sampler=vllm (samplers/vllm_engine.py)
+    hosted: HostedSettings = field(default_factory=HostedSettings)  # sampler=hosted: eval baseline (samplers/hosted.py)
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ def check_warmup(typed: HarnessConfig) -> None:
 
 
 VALID_CHOICES = {
-    "sampler.kind": ("hf", "vllm"),
+    "sampler.kind": ("hf", "vllm", "hosted"),
     "model.dtype": ("float32", "bfloat16", "float16"),
 }
 

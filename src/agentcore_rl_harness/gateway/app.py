@@ -24,6 +24,7 @@ from . import openai_wire
 from .anthropic_routes import anthropic_routes
 from .error_shapes import openai_error
 from .openai_routes import chat_routes
+from .passthrough import ChatBackend
 from .rendering import Renderer
 from .responses_routes import responses_routes
 from .guard import FailedKeyLimiter
@@ -59,6 +60,7 @@ def create_app(
     *, sessions: SessionStore, sampler: SamplingBackend, renderer: Renderer, model_id: str,
     admin_token: str, max_body_bytes: int, context_window: int | None = None,
     lenient_history: bool = False, admin_on_public: bool = True, failed_key_limit: int | None = 30,
+    chat: ChatBackend | None = None,
 ) -> Starlette:
     """Build the gateway's ASGI app over a session store, a sampler and a renderer.
 
@@ -68,12 +70,13 @@ def create_app(
     `messages.check_history`), which the real APIs refuse. `admin_on_public`: serve the admin
     routes on this app too; they are always in `app.state.admin_app` (for a loopback-only
     listener). `failed_key_limit`: unknown keys or wrong admin tokens per peer per minute before
-    that peer gets 429s (None: no limit; see `guard.py`).
+    that peer gets 429s (None: no limit; see `guard.py`). `chat`: a hosted model every turn passes
+    through, capturing no tokens (`passthrough.py`; evaluation baselines).
     """
     context = GatewayContext(sessions=sessions, sampler=sampler, renderer=renderer, model_id=model_id,
                              admin_token=admin_token, max_body_bytes=max_body_bytes,
                              started=int(time.time()), context_window=context_window,
-                             check_history=not lenient_history,
+                             check_history=not lenient_history, chat=chat,
                              guard=None if failed_key_limit is None else FailedKeyLimiter(limit=failed_key_limit))
 
     def require_admin(request: Request) -> None:

@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from ..errors import RenderError, SamplingError
 from .guard import FailedKeyLimiter
 from .messages import WireError
+from .passthrough import ChatBackend
 from .rendering import Renderer
 from .sampling import SamplingBackend
 from .sessions import (
@@ -70,6 +71,7 @@ class GatewayContext:
     check_history: bool = True
     guard: FailedKeyLimiter | None = None
     background: set[asyncio.Task] = field(default_factory=set)
+    chat: ChatBackend | None = None  # a hosted model every turn passes through (`passthrough.py`)
 
 
 def status_of(exc: Exception) -> tuple[int, str | None]:

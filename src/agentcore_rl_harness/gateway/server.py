@@ -31,6 +31,7 @@ from ..records import SamplingParams
 from ..serving import ThreadedServer, bind_socket, is_loopback, url_host
 from .app import create_app
 from .config import GatewayConfig
+from .passthrough import ChatBackend
 from .rendering import Renderer
 from .sampling import SamplingBackend
 from .sessions import SessionStore
@@ -42,12 +43,13 @@ class GatewayServer:
         self, *, sampler: SamplingBackend, renderer: Renderer, model_id: str,
         config: GatewayConfig = GatewayConfig(), sampling: SamplingParams = SamplingParams(),
         context_window_tokens: int | None = None, admin_token: str | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic, chat: ChatBackend | None = None,
     ) -> None:
         """`sampling` is what the trainer decodes with (it wins over what agents send);
         `context_window_tokens` the model's context (None: unknown, unchecked): a prompt filling
         it is a 400 `context_length_exceeded`, a turn's `max_tokens` is lowered to the room left.
-        `clock` times the session limits (a test can pass a fake one)."""
+        `clock` times the session limits (a test can pass a fake one). `chat`: a hosted model every
+        turn passes through instead of `sampler` (`passthrough.py`; no tokens are captured)."""
         self.config = config
         self.model_id = model_id
         self.admin_token = admin_token or secrets.token_urlsafe(32)
@@ -57,7 +59,7 @@ class GatewayServer:
             sessions=self.sessions, sampler=sampler, renderer=renderer, model_id=model_id,
             admin_token=self.admin_token, max_body_bytes=config.max_body_bytes,
             context_window=context_window_tokens, lenient_history=config.lenient_history,
-            admin_on_public=not config.admin_apart, failed_key_limit=config.failed_key_limit,
+            admin_on_public=not config.admin_apart, failed_key_limit=config.failed_key_limit, chat=chat,
         )
         self._serving: ThreadedServer | None = None
         self._admin_serving: ThreadedServer | None = None

@@ -16,7 +16,8 @@ A reaped session's traces are kept as a `FinishedSession` with `metadata["reaped
 returned by `finish` and listed by `reaped()` until collected; its key is refused from then on.
 
 Every limit a session hits is named in `metadata["limits_hit"]` (session and each trace), so the
-rollout record says why a session ended short.
+rollout record says why a session ended short. Turns a hosted model answered count as turns
+(`record_passthrough`, `passthrough.py`) and leave no trace.
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ __all__ = [
 ]
 
 MAX_SESSION_ID_LENGTH = 256
-
 
 # The limit names recorded in `limits_hit`: the `gateway.*` config keys.
 LIMIT_NAMES = ("max_turns", "context_budget_tokens", "idle_ttl_s", "max_lifetime_s")
@@ -202,6 +202,13 @@ class Session:
             self.budget.recorded(completion_tokens=len(sample.token_ids), tool_calls=len(reply.tool_calls))
             return self._tree.record(plan, sample, reply, completion_text=completion_text)
 
+    def record_passthrough(self, usage: Usage) -> None:
+        with self._lock:
+            self._check_open()
+            self._events["passthrough_turns"] = self._events.get("passthrough_turns", 0) + 1
+            self._prompt_tokens += usage.prompt_tokens
+            self._completion_tokens += usage.completion_tokens
+
     def count_override(self, name: str) -> None:
         """The agent asked for a sampling value the session does not allow."""
         with self._lock:
@@ -256,10 +263,9 @@ class Session:
             traces = self._tree.traces()
             if extra:
                 traces = tuple(dataclasses.replace(t, metadata={**t.metadata, **extra}) for t in traces)
-            return FinishedSession(
-                session_id=self.session_id, traces=traces, turns=len(turns),
-                usage=Usage(self._prompt_tokens, self._completion_tokens), metadata=metadata,
-            )
+            return FinishedSession(session_id=self.session_id, traces=traces,
+                                   turns=len(turns) + self._events.get("passthrough_turns", 0),
+                                   usage=Usage(self._prompt_tokens, self._completion_tokens), metadata=metadata)
 
 
 FINISHED_KEYS_KEPT_S = 300.0

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import HarnessError, RenderError, SamplingError
+from .passthrough import ChatBackend
 from .rendering import ParsedReply, Renderer
 from .sampling import SamplingBackend
 from .turn import PreparedTurn, TurnResult, sample_turn
@@ -166,14 +167,15 @@ def _log_failure(task: asyncio.Task) -> None:
 
 async def stream_turn(
     prepared: PreparedTurn, *, sampler: SamplingBackend, renderer: Renderer, wire: WireStream,
-    background: set[asyncio.Task],
+    background: set[asyncio.Task], chat: ChatBackend | None = None,
 ) -> AsyncIterator[str]:
-    """The SSE body of one streamed turn, sent as tokens are sampled."""
+    """The SSE body of one streamed turn, sent as tokens are sampled (a pass-through turn's
+    reply, `chat`, is sent whole when it arrives)."""
     queue: asyncio.Queue[int | None] = asyncio.Queue()
     streamer = ReplyStreamer(decode=renderer.decode, stop_token_ids=prepared.params.stop_token_ids,
                              think_open=prompt_opens_think(renderer, prepared.plan.prompt_token_ids))
     task = asyncio.ensure_future(sample_turn(
-        prepared, sampler=sampler, renderer=renderer,
+        prepared, sampler=sampler, renderer=renderer, chat=chat,
         on_token=lambda token_id, logprob: queue.put_nowait(token_id)))
     background.add(task)
     task.add_done_callback(background.discard)

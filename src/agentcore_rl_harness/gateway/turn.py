@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import HarnessError, SamplingError
 from ..records import SampleResult, SamplingParams, Usage
 from .forcing import forced_sample
+from .passthrough import ChatBackend
 from .rendering import ParsedReply, Renderer
 from .sampling import SamplingBackend, TokenCallback, routing_key
 from .sessions import Session, TurnStart
@@ -74,6 +75,7 @@ class PreparedTurn:
     params: SamplingParams
     tools: tuple[Mapping[str, Any], ...] | None
     exhausted: bool
+    messages: tuple[Mapping[str, Any], ...] = ()  # the request's internal messages, ids kept (`passthrough.py`)
 
     @property
     def prompt_tokens(self) -> int:
@@ -140,7 +142,7 @@ def prepare_turn(
                                  limits_hit=("context_budget_tokens",) if exhausted or clamped else (),
                                  events=("context_budget_exhausted",) if exhausted else ()))
     return PreparedTurn(session=session, plan=plan, params=params,
-                        tools=tuple(tools) if tools else None, exhausted=exhausted)
+                        tools=tuple(tools) if tools else None, exhausted=exhausted, messages=tuple(messages))
 
 
 def _check_sample(sample: SampleResult) -> None:
@@ -165,14 +167,20 @@ def _decoded(token_ids: Sequence[int], stop_token_ids: Sequence[int], renderer: 
 
 async def sample_turn(
     prepared: PreparedTurn, *, sampler: SamplingBackend, renderer: Renderer,
-    on_token: TokenCallback | None = None,
+    on_token: TokenCallback | None = None, chat: ChatBackend | None = None,
 ) -> TurnResult:
-    """Sample the prepared turn, parse the reply and record it; always releases the turn slot."""
+    """Sample the prepared turn, parse the reply and record it; always releases the turn slot.
+    With `chat` (a hosted baseline, `passthrough.py`) the messages go to it and nothing is recorded."""
     session, plan, params = prepared.session, prepared.plan, prepared.params
     try:
         if prepared.exhausted:
             return TurnResult(reply=ParsedReply(content=""), sampled_finish="length",
                               usage=Usage(len(plan.prompt_token_ids), 0), turn=None)
+        if chat is not None:
+            with routing_key(session.session_id):
+                answer = await chat.reply(messages=prepared.messages, tools=prepared.tools, params=params)
+            session.record_passthrough(answer.usage)
+            return TurnResult(reply=answer.reply, sampled_finish=answer.finish_reason, usage=answer.usage, turn=None)
         if session.script is not None:
             sample = await _forced(prepared, sampler=sampler, renderer=renderer, on_token=on_token)
         else:

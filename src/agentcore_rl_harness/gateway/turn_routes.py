@@ -126,10 +126,10 @@ def prepared_turn(context: GatewayContext, *, session: Any, messages: list[Messa
 
 
 async def sampled(context: GatewayContext, prepared: PreparedTurn) -> TurnResult:
-    return await sample_turn(prepared, sampler=context.sampler, renderer=context.renderer)
+    return await sample_turn(prepared, sampler=context.sampler, renderer=context.renderer, chat=context.chat)
 
 
 def streamed(context: GatewayContext, prepared: PreparedTurn, wire: WireStream) -> Response:
     events = stream_turn(prepared, sampler=context.sampler, renderer=context.renderer, wire=wire,
-                         background=context.background)
+                         background=context.background, chat=context.chat)
     return StreamingResponse(events, media_type="text/event-stream", headers=SSE_HEADERS)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..records import Rollout
+from .baseline import baseline_section, hosted_note
 from .model import Report
 from .text import delta_table, interrupted_banner, md_cell, num, pct, pp, training_banner, verdict_line
 from .tokenizer import Tokenizer
@@ -130,6 +131,7 @@ def render_markdown(report: Report, *, files_at: Path | None = None, rollouts: S
         f"# agentcore-rl {report.run.mode} report — {md_cell(report.run.id)}",
         "",
         *(line for text in banners for line in (f"> **WARNING** {md_cell(text)}", "")),
+        *((f"> **NOTE** {md_cell(note)}", "") if (note := hosted_note(report)) else ()),
         f"**{verdict_line(report)}**",
         "",
         f"Model `{model_name}`, wall time {report.run.wall_time_s:.1f}s, "
@@ -156,6 +158,7 @@ def render_markdown(report: Report, *, files_at: Path | None = None, rollouts: S
         )
     lines += _rewards_section(report)
     lines += _delta_section(report)
+    lines += baseline_section(report)
     lines += _failures_section(report)
     lines += _roles_section(report)
     lines += _failed_section(rollouts, tokenizer)

@@ -122,6 +122,8 @@ class TrainStep(BaseModel):
         default=None, description="trainer.mode=async: group starts that waited for the staleness bound.")
     staleness: dict[str, int] | None = Field(
         default=None, description="trainer.mode=async: trained samples by lag in policy versions.")
+    sync_s: float | None = Field(
+        default=None, description="Seconds the step's weight sync to the sampler took (LoRA push or full reload).")
 
 
 class TrainingSummary(BaseModel):
@@ -169,6 +171,18 @@ class GateFailure(BaseModel):
     message: str = Field(description="What failed, by how much, in one line.")
 
 
+class BaselineComparison(BaseModel):
+    """This run against the baseline given with --agentcore-rl-compare, paired by (task, row, sample)."""
+
+    path: str = Field(description="The baseline: its run directory, report.json or saved name.")
+    run_id: str = Field(description="The baseline run's id.")
+    mode: str = Field(description="The baseline run's mode.")
+    hosted: str | None = Field(
+        default=None, description="The hosted model the baseline's turns passed through (sampler=hosted), if any.")
+    delta: DeltaReport = Field(description="pre = the baseline, post = this run (its items' phase).")
+    unpaired: int = Field(description="This run's usable rollouts with no partner in the baseline.")
+
+
 class Interrupted(BaseModel):
     """The run was stopped (Ctrl-C, SIGTERM) before it finished: what it left on disk."""
 
@@ -203,6 +217,8 @@ class Report(BaseModel):
     gates: list[GateFailure] = Field(default_factory=list, description="Gates that failed.")
     roles: dict[str, RoleUsage] = Field(
         default_factory=dict, description="Usage (tokens, calls, cost) per model role: policy, judge.")
+    baseline: BaselineComparison | None = Field(
+        default=None, description="Set with --agentcore-rl-compare: this run paired with the baseline run.")
     interrupted: Interrupted | None = Field(
         default=None, description="Set when the run was stopped before it finished; how to resume it.")
 

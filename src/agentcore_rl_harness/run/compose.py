@@ -83,6 +83,7 @@ class Policy:
     model: Any = None  # the in-process torch model (in-process trainers update it)
     context_window: int | None = None  # from the model folder, when there is one
     trainer: Trainer | None = None  # a service trainer: it owns the weights and the sampler
+    chat: Any = None  # sampler=hosted: the hosted model every turn passes through (gateway/passthrough.py)
 
 
 def trainer_spec(config: HarnessConfig) -> TrainerSpec | None:
@@ -109,6 +110,12 @@ def load_policy(config: HarnessConfig, *, run_dir: Path | None = None) -> Policy
                                       config=config)
         return Policy(sampler=trainer.sampler, tokenizer=tokenizer, context_window=window, trainer=trainer,
                       where=f"trainer={config.trainer.trainer.kind} service; tokenizer {model_dir}")
+    if config.sampler.kind == "hosted":  # evaluation only: the model's window is the host's business
+        from ..samplers.hosted import build_hosted
+
+        chat, no_tokens = build_hosted(config.sampler.hosted)
+        return Policy(sampler=no_tokens, tokenizer=tokenizer, chat=chat, where=f"hosted {chat.describe()}, "
+                      f"pass-through, no token capture; tokenizer {model_dir} renders plans only")
     if config.sampler.kind == "vllm":
         from ..samplers.vllm_policy import start_policy_sampler
 
@@ -191,6 +198,7 @@ class Harness:
         self._sampler: SamplingBackend | None = sampler
         self._model: Any = None
         self._trainer: Trainer | None = trainer
+        self._chat: Any = None  # sampler=hosted's pass-through model
         self.gateway: GatewayServer | None = None
         self.runtime: AgentRuntime | None = None
         self.cases: CaseRunner | None = None
@@ -211,17 +219,18 @@ class Harness:
             from ..gateway.server import GatewayServer
 
             started = time.monotonic()
-            context_window, where = None, "external sampler"
+            context_window, where, self._chat = None, "external sampler", None
             if self._sampler is None:
                 policy = load_policy(self.config, run_dir=self.private_dirs[0] if self.private_dirs else None)
                 self._sampler, self._tokenizer, self._model = policy.sampler, policy.tokenizer, policy.model
                 context_window, where = policy.context_window, policy.where
                 self._trainer = self._trainer or policy.trainer
+                self._chat = policy.chat
             if self.renderer is None:
                 self.renderer = ChatTemplateRenderer(self._tokenizer)
             gateway = GatewayServer(sampler=self._sampler, renderer=self.renderer, model_id=self.model_id,
                                     config=self.config.gateway, sampling=self.config.sampling.to_params(),
-                                    context_window_tokens=context_window)
+                                    context_window_tokens=context_window, chat=self._chat)
             gateway.start()
             self.gateway = gateway
             self.advertised_url = advertised_url(self.config, gateway.base_url)
@@ -334,6 +343,8 @@ class Harness:
                 self.gateway.stop()
             if self._sampler is not None and self._given_sampler is None:
                 self._sampler.close()
+            if self._chat is not None:
+                self._chat.close()
             # Service trainers hold billed remote sessions: release them on every exit path.
             if self._trainer is not None and self._given_trainer is None:
                 self._trainer.close()

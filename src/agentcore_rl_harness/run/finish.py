@@ -15,6 +15,7 @@ from ..reports.config import GatesConfig, ReportConfig
 from ..errors import HarnessError
 from ..records import Rollout, Status
 from ..reports import render
+from ..reports.baseline import compare_with_baseline
 from ..reports.compare import check_gates
 from ..reports.load import load_report
 from ..reports.model import Interrupted, Report
@@ -31,6 +32,8 @@ def judge_gates(report: Report, gates: GatesConfig, compare_path: Path | None) -
     The failures go on `report.gates`; returned as messages (a bad gate setting is one too)."""
     try:
         baseline = load_report(compare_path) if compare_path else None
+        if baseline is not None:
+            report.baseline = compare_with_baseline(report, baseline, path=str(compare_path))
         failures = check_gates(
             report, min_success_rate=gates.min_success_rate, baseline=baseline,
             max_regression=gates.max_regression,

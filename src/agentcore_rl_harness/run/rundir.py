@@ -18,6 +18,7 @@ from typing import Any
 from ..config import ComposedConfig, compose_config, composed_from, default_config_source
 from ..errors import HarnessError
 from ..records import Rollout, Status
+from ..samplers.hosted import check_mode
 from ..store import Outbox, RunStore, default_run_dir, read_rollouts
 from ..train_store import latest_checkpoint, read_steps, rewrite_steps
 
@@ -48,6 +49,7 @@ class RunDir:
         defaults); the directory is `out_dir`, else outputs/<UTC timestamp>-<mode>."""
         source = config_path if config_path is not None else default_config_source(rootdir)
         composed = compose_config(overrides, source=source)
+        check_mode(composed.typed.sampler.kind, mode)
         path = out_dir if out_dir is not None else default_run_dir(mode, rootdir)
         return cls(path=Path(path).resolve(), mode=mode, config=composed)
 
@@ -69,6 +71,7 @@ class RunDir:
         original = list(info.get("overrides", []))
         extra = [o for o in overrides if o not in original]
         composed = compose_config(extra, source=run_dir / "config.yaml")
+        check_mode(composed.typed.sampler.kind, mode)
         # The report names every override the run was made with, as an uninterrupted run would.
         composed = dataclasses.replace(composed, overrides=(*original, *extra))
         if extra:

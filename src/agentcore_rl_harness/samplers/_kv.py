@@ -89,6 +89,12 @@ class Float32Layer(GrowingLayer):
     store_dtype = torch.float32
 
 
+def device_of(model: Any) -> torch.device:
+    """Where `model`'s weights are: every tensor the sampler feeds it is built there."""
+    parameter = next(iter(model.parameters()), None)
+    return parameter.device if parameter is not None else torch.device("cpu")
+
+
 def new_cache(float32: bool = False) -> DynamicCache:
     """An empty cache whose layers (created on first use) are `GrowingLayer`s (`Float32Layer`s)."""
     cache = DynamicCache()
@@ -222,7 +228,7 @@ def drop_rows(
     total, width = mask.shape
     gone = set(leaving)
     keep = [row for row in range(total) if row not in gone]
-    kept = torch.tensor(keep)
+    kept = torch.tensor(keep, device=mask.device)
     used = mask.index_select(0, kept).any(dim=0).nonzero()
     start = int(used[0]) if used.numel() else width
     if 4 * start > width or not _movable(cache, width, lambda layer: layer._key_buffer.shape[0] == total):
@@ -243,7 +249,7 @@ def drop_rows(
         moved.layers.append(
             GrowingLayer.over_buffers(key_store[:count], value_store[:count], width, (key_store, value_store))
         )
-    return moved, mask.index_select(0, torch.tensor(order)), order
+    return moved, mask.index_select(0, torch.tensor(order, device=mask.device)), order
 
 
 def row_tensors(cache: DynamicCache, mask: torch.Tensor, row: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -257,16 +263,17 @@ def row_tensors(cache: DynamicCache, mask: torch.Tensor, row: int) -> list[tuple
 
 def cache_with_prefixes(
     prefixes: list[list[tuple[torch.Tensor, torch.Tensor]] | None], lengths: list[int], *, spare: int = 0,
-    float32: bool = False,
+    float32: bool = False, device: torch.device | str = "cpu",
 ) -> tuple[DynamicCache, torch.Tensor]:
     """A left-padded cache and mask whose row i holds the first `lengths[i]` positions of `prefixes[i]`.
 
     Rows without a prefix (None, length 0) are all padding. `spare` reserves room for that many
     more columns, so the prefill that follows appends without reallocating. `float32`: an empty
-    cache (no prefix at all) keeps what the model adds in fp32 (prefixes already are).
+    cache (no prefix at all) keeps what the model adds in fp32 (prefixes already are). `device`:
+    the model's, where the mask is built (prefixes are already there).
     """
     width = max(lengths)
-    mask = torch.zeros((len(lengths), width), dtype=torch.long)
+    mask = torch.zeros((len(lengths), width), dtype=torch.long, device=device)
     if width == 0:
         return new_cache(float32), mask
     template = next(prefix for prefix in prefixes if prefix is not None)

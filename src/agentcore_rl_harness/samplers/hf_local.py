@@ -128,12 +128,12 @@ class _Batch:
 
 def _sample_tokens(rows: list[_Row], logits: torch.Tensor) -> tuple[list[int], list[float]]:
     """One token per row from last-position logits [rows, vocab]: (token ids, their logprobs)."""
-    temperatures = torch.tensor([row.params.temperature for row in rows], dtype=torch.float32)
+    temperatures = torch.tensor([row.params.temperature for row in rows], dtype=torch.float32, device=logits.device)
     logprobs = tempered_logprobs(logits, temperatures)
     tokens = torch.argmax(logprobs, dim=-1)  # right for greedy rows; the others are overwritten
     plain = [index for index, row in enumerate(rows) if row.plain]
     if plain:
-        index = torch.tensor(plain)
+        index = torch.tensor(plain, device=logits.device)
         tokens[index] = torch.multinomial(logprobs[index].exp(), 1).squeeze(-1)
     for index, row in enumerate(rows):
         if row.params.temperature > 0 and not row.plain:
@@ -279,19 +279,20 @@ class HFLocalSampler:
             self._drop_stale_cache()
             cached, payload = self._lookup(prompt)  # at most len(prompt) - 1: its last token is fed
             tail = full[cached:]
-            cache_arg, extra, float32 = self._forward_arguments(model)
-            cache, past_mask = _kv.cache_with_prefixes([payload], [cached], spare=len(tail), float32=float32)
+            (cache_arg, extra, float32), device = self._forward_arguments(model), _kv.device_of(model)
+            cache, past_mask = _kv.cache_with_prefixes([payload], [cached], spare=len(tail), float32=float32,
+                                                        device=device)
             keep = len(completion) + 1  # logits at the last prompt position and the completion's
             mask = torch.cat([past_mask, past_mask.new_ones((1, len(tail)))], dim=-1)  # one row, no padding
             output = model(
-                input_ids=torch.tensor([tail], dtype=torch.long), attention_mask=mask,
-                position_ids=torch.arange(cached, len(full)).unsqueeze(0), use_cache=True,
+                input_ids=torch.tensor([tail], dtype=torch.long, device=device), attention_mask=mask,
+                position_ids=torch.arange(cached, len(full), device=device).unsqueeze(0), use_cache=True,
                 **{cache_arg: cache}, **({"logits_to_keep": keep} if extra else {}),
             )
             self.prefill_tokens += len(tail)
             self._remember([full], cache, mask)
             logits = output.logits[0, -keep:-1]
-            targets = torch.tensor(completion, dtype=torch.long).unsqueeze(-1)
+            targets = torch.tensor(completion, dtype=torch.long, device=device).unsqueeze(-1)
             return tuple(tempered_logprobs(logits, temperature).gather(-1, targets).squeeze(-1).tolist())
 
     def close(self) -> None:
@@ -326,8 +327,7 @@ class HFLocalSampler:
             requests = [waiting.popleft() for _ in range(min(room, len(waiting)))]
             self._in_flight += len(requests)
             version = self.policy_version
-        device = getattr(self.model, "device", torch.device("cpu"))
-        return [_Row(request, version, device) for request in requests]
+        return [_Row(request, version, _kv.device_of(self.model)) for request in requests]
 
     def _release(self, count: int) -> None:
         if count:
@@ -439,10 +439,11 @@ class HFLocalSampler:
             self._remember(group_prompts, cache, mask)
             group_rows = [row for prompt in group_prompts for row in rows_by_prompt[prompt]]
             if len(group_rows) > len(group_prompts):  # identical prompts: copy the rows' KV
-                index = torch.tensor([j for j, prompt in enumerate(group_prompts) for _ in rows_by_prompt[prompt]])
+                copies = [j for j, prompt in enumerate(group_prompts) for _ in rows_by_prompt[prompt]]
+                index = torch.tensor(copies, device=mask.device)
                 cache, mask = _kv.select_rows(cache, mask, index)
                 logits = logits.index_select(0, index)
-            last_ids = torch.tensor([row.request.prompt_token_ids[-1] for row in group_rows], dtype=torch.long)
+            last_ids = mask.new_tensor([row.request.prompt_token_ids[-1] for row in group_rows])
             batch = _Batch(group_rows, cache, mask, mask.sum(-1), last_ids)
             joined = batch if joined is None else _merge(joined, batch)
             joined_logits.append(logits)
@@ -480,16 +481,15 @@ class HFLocalSampler:
         cached = [length for length, _ in hits]
         tails = [prompt[length:] for prompt, (length, _) in zip(prompts, hits)]
         width = max(len(tail) for tail in tails)
-        float32 = self._forward_arguments(self.model)[2]
-        cache, past_mask = _kv.cache_with_prefixes(
-            [payload for _, payload in hits], cached, spare=width, float32=float32
-        )
-        input_ids = torch.zeros((len(prompts), width), dtype=torch.long)
+        float32, device = self._forward_arguments(self.model)[2], _kv.device_of(self.model)
+        cache, past_mask = _kv.cache_with_prefixes([payload for _, payload in hits], cached, spare=width,
+                                                   float32=float32, device=device)
+        input_ids = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
         tail_mask = torch.zeros_like(input_ids)
         for index, tail in enumerate(tails):
-            input_ids[index, width - len(tail):] = torch.tensor(tail, dtype=torch.long)
+            input_ids[index, width - len(tail):] = torch.tensor(tail, dtype=torch.long, device=device)
             tail_mask[index, width - len(tail):] = 1
-        position_ids = torch.tensor(cached).unsqueeze(-1) + (tail_mask.cumsum(-1) - 1).clamp(min=0)
+        position_ids = torch.tensor(cached, device=device).unsqueeze(-1) + (tail_mask.cumsum(-1) - 1).clamp(min=0)
         attention_mask = torch.cat([past_mask, tail_mask], dim=-1)
         past = past_mask.shape[1]
         for start in range(0, width, _PREFILL_CHUNK):
@@ -543,7 +543,7 @@ class HFLocalSampler:
         tokens, logprobs = _sample_tokens(batch.rows, logits)
         for row, token, logprob in zip(batch.rows, tokens, logprobs):
             row.add(token, logprob)
-        batch.last_ids = torch.tensor(tokens, dtype=torch.long)
+        batch.last_ids = torch.tensor(tokens, dtype=torch.long, device=logits.device)
         finished = [row for row in batch.rows if row.finish_reason is not None]
         for row in finished:
             _deliver(row.request, result=row.result())
@@ -561,7 +561,7 @@ class HFLocalSampler:
         if len(gone) == len(batch.rows):
             return None
         cache, attention_mask, order = _kv.drop_rows(batch.cache, batch.attention_mask, gone)
-        index = torch.tensor(order)
+        index = torch.tensor(order, device=attention_mask.device)
         return _Batch(
             [batch.rows[i] for i in order],
             cache,

@@ -146,11 +146,11 @@ def trained_hidden_states(
         suffixes = [sequences[index][depth:] for index in node.leaves]
         width = max(len(suffix) for suffix in suffixes)
         rows = len(suffixes)
-        input_ids = torch.zeros((rows, width), dtype=torch.long)
-        attention_mask = torch.zeros((rows, depth + width), dtype=torch.long)
+        input_ids = torch.zeros((rows, width), dtype=torch.long, device="cpu")  # moved below
+        attention_mask = torch.zeros((rows, depth + width), dtype=torch.long, device="cpu")
         attention_mask[:, :depth] = 1
         for row, suffix in enumerate(suffixes):
-            input_ids[row, : len(suffix)] = torch.tensor(suffix)
+            input_ids[row, : len(suffix)] = torch.tensor(suffix, device="cpu")
             attention_mask[row, depth : depth + len(suffix)] = 1
         cache = _cache(tensors, rows=rows) if tensors is not None else None
         hidden = decoder(

@@ -418,9 +418,9 @@ class LocalTrainer(Trainer):
         torch, _ = _import_torch()
         width = max(len(item.token_ids) for item in items)
         completion = max(len(item.loss_mask) for item in items)
-        input_ids = torch.zeros((len(items), width), dtype=torch.long)
+        input_ids = torch.zeros((len(items), width), dtype=torch.long, device="cpu")  # filled here, moved once
         attention_mask = torch.zeros_like(input_ids)
-        mask = torch.zeros((len(items), completion), dtype=torch.float32)
+        mask = torch.zeros((len(items), completion), dtype=torch.float32, device="cpu")
         old = torch.zeros_like(mask)
         rows, columns, positions, targets = [], [], [], []
         for row, item in enumerate(items):
@@ -429,10 +429,10 @@ class LocalTrainer(Trainer):
                     f"trace {item.rollout_key!r} has prompt_length {item.prompt_length}; a trained "
                     "token needs at least one token of context before it"
                 )
-            input_ids[row, : len(item.token_ids)] = torch.tensor(item.token_ids)
+            input_ids[row, : len(item.token_ids)] = torch.tensor(item.token_ids, device="cpu")
             attention_mask[row, : len(item.token_ids)] = 1
-            mask[row, : len(item.loss_mask)] = torch.tensor(item.loss_mask, dtype=torch.float32)
-            old[row, : len(item.old_logprobs)] = torch.tensor(item.old_logprobs, dtype=torch.float32)
+            mask[row, : len(item.loss_mask)] = torch.tensor(item.loss_mask, dtype=torch.float32, device="cpu")
+            old[row, : len(item.old_logprobs)] = torch.tensor(item.old_logprobs, dtype=torch.float32, device="cpu")
             for column, trained in enumerate(item.loss_mask):
                 if trained:
                     rows.append(row)
