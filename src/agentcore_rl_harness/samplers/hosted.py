@@ -179,17 +179,3 @@ class OpenAIChat:
 
     def close(self) -> None:
         self._sync.close()
-
-
-def build_hosted(settings: HostedSettings, *, client: Any = None) -> tuple[Any, NoTokens]:
-    """(the `ChatBackend`, the token-level stand-in) for `settings`, checked before any rollout.
-    `client`: a boto3 `bedrock-runtime` client to use (tests pass a stubbed one)."""
-    settings.validate()
-    if settings.provider == "bedrock":
-        from .bedrock import BedrockChat
-
-        chat: Any = BedrockChat(settings, client=client)
-    else:
-        chat = OpenAIChat(settings)
-    chat.check()
-    return chat, NoTokens(chat.describe())
