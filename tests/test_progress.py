@@ -75,7 +75,7 @@ def test_run_mode_shows_the_jobs_phases_and_its_eta():
     for _ in range(4):
         clock.now += 5
         progress.rollout_finished(10)
-    progress.begin_phase("train", 4, step=0, steps=2)
+    progress.begin_phase("train", 4, step=1, steps=2)
     clock.now += 10
     progress.rollout_finished(10)
     snap = progress.snapshot()
