@@ -42,7 +42,7 @@ def test_a_tracker_is_told_the_config_every_step_and_the_report(tmp_path, build_
     assert {"train/loss", "train/groups", "train/wall_time_s/total", "train/rollouts"} <= set(calls[3]["metrics"])
     report = Report.model_validate_json((run.run_dir / "report.json").read_text())
     final = report_metrics(report)
-    assert calls[5] == {"call": "log_summary", "step": 3, "metrics": final}  # after steps 1 and 2
+    assert calls[5] == {"call": "log_summary", "step": 2, "metrics": final}  # at the last step
     pre = {k: v for k, v in final.items() if k.startswith("pre/")}
     assert calls[2]["step"] == 0 and calls[2]["metrics"] == pre  # as soon as the pre-eval ended
     assert {"pre/overall/success_rate_ci_low", "post/task/toy/success_rate", "delta/overall/p_value",

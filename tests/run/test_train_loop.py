@@ -64,7 +64,10 @@ def test_each_step_rolls_out_groups_trains_and_logs_one_line(tmp_path):
     # a line as the update starts (what it trains on) and one with its result
     assert said[0] == "agentcore-rl train step 1/3: nothing to train: 2/2 groups informative, 0 tokens"
     assert said[1].startswith("agentcore-rl train step 1/3 done: reward ") and "success 50%, loss 0.500" in said[1]
-    assert said[3].endswith(", saved step-00002") and all(len(text) <= 80 for text in said[::2])  # start lines
+    done = [text for text in said if " done: " in text]
+    assert len(done) == 3 and done[1].endswith(", saved step-00002") and not done[0].endswith("saved")
+    starts = [text for text in said if text.startswith("agentcore-rl train step ") and " done: " not in text]
+    assert len(starts) == 3 and all(len(text) <= 80 for text in starts)  # within the status width
     assert lines[0]["informative_groups"] == 2 and lines[0]["informative_fraction"] == 1.0
     assert [line["checkpoint"] for line in lines] == [None, "step-00002", "step-00003"]
 
