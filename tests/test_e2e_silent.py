@@ -96,6 +96,9 @@ local.LocalTrainer.step_sync = step_sync
 """
 
 
+UPDATE_STARTS = r"^agentcore-rl train step {step}: (updating on|nothing to train)"  # the update's start line
+
+
 def _start(path, args, *, slow_from):
     import os
     import signal
@@ -110,8 +113,9 @@ def _start(path, args, *, slow_from):
 
 
 def _signal_on(process, triggers, timeout=600):
-    """Read the process's output; send SIGINT after each line holding the next trigger. Returns
-    (output, seconds from the first SIGINT to the exit)."""
+    """Read the process's output; send SIGINT after each line matching the next trigger (a
+    regular expression). Returns (output, seconds from the first SIGINT to the exit)."""
+    import re
     import signal
     import threading
     import time
@@ -121,7 +125,7 @@ def _signal_on(process, triggers, timeout=600):
     def read():
         for line in process.stdout:
             lines.append(line)
-            if len(sent) < len(triggers) and triggers[len(sent)] in line:
+            if len(sent) < len(triggers) and re.search(triggers[len(sent)], line):
                 sent.append(time.monotonic())
                 process.send_signal(signal.SIGINT)
 
@@ -148,7 +152,7 @@ def test_ctrl_c_during_an_update_stops_at_once_with_a_report_of_what_is_on_disk_
     run = pytester.path / "run"
     process = _start(pytester.path, args, slow_from=2)  # step 2's update hangs
     try:  # Ctrl-C as step 2's update starts (step 1 is done and saved)
-        output, stop_s = _signal_on(process, ["agentcore-rl train step 2/2: updating on"])
+        output, stop_s = _signal_on(process, [UPDATE_STARTS.format(step="2/2")])
     finally:
         kill_group(process)
     assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
@@ -173,7 +177,7 @@ def test_ctrl_c_during_an_update_stops_at_once_with_a_report_of_what_is_on_disk_
     assert "(0 rollouts" not in output
     assert (run / "report.md").read_text().splitlines()[2].startswith("> **WARNING** INTERRUPTED:")
     # one step numbering: the terminal's step 1/2 is steps.jsonl step 1, its rollouts' step 1, step-00001
-    assert "agentcore-rl train step 1/2: updating on " in output
+    assert "agentcore-rl train step 1/2: updating on " in output or "agentcore-rl train step 1/2: nothing to train" in output
     assert "agentcore-rl train step 1/2 done: reward " in output and ", saved step-00001" in output
     [first] = [json.loads(line) for line in (run / "train" / "steps.jsonl").read_text().splitlines()]
     assert first["step"] == 1 and first["checkpoint"] == "step-00001"
@@ -204,7 +208,7 @@ def test_a_second_ctrl_c_exits_at_once_without_the_report(pytester, tiny_model_d
     run = pytester.path / "run"
     process = _start(pytester.path, args, slow_from=1)
     try:  # Ctrl-C in the update, and again as soon as the run says it is stopping
-        output, stop_s = _signal_on(process, ["agentcore-rl train step 1/1: updating on", "agentcore-rl: stopping"])
+        output, stop_s = _signal_on(process, [UPDATE_STARTS.format(step="1/1"), "agentcore-rl: stopping"])
     finally:
         kill_group(process)
     assert process.returncode == 128 + 2, output[-3000:]
