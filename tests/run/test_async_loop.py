@@ -152,3 +152,34 @@ def test_a_failed_update_stops_the_loop_with_the_trainers_error_and_no_step_line
     with pytest.raises(RuntimeError, match="trainer died"):
         loop.run(update)
     assert not (tmp_path / "run" / "train" / "steps.jsonl").exists() and not trainer.saved
+
+
+def test_ctrl_c_during_an_update_says_the_step_is_discarded(tmp_path, monkeypatch):
+    spec = make_spec(tmp_path, samples=2, rewards=[said_four], train=4, test=0)
+    trainer, said = RecordingTrainer(), []
+    rollouts = Rollouts(trainer, lambda c: 0.01)
+    plan = TrainPlan(steps=3, batch_rows=1, group_size=None, checkpoint_every=1, seed=1, mode="async")
+    loop = AsyncTrainingLoop(plan=plan, specs=[spec], submit=rollouts.submit, trainer=trainer,
+                             score=Scorer(run_id="r", call=lambda f, *a, **k: f(*a, **k), fixtures=dict).score,
+                             run_dir=tmp_path / "run", write=said.append, concurrency=4)
+    started = []
+
+    def update(groups):  # an update that never ends; Ctrl-C lands while the loop waits on it
+        started.append(concurrent.futures.Future())
+        return started[-1]
+
+    wait = concurrent.futures.wait
+
+    def wait_or_ctrl_c(futures, **kwargs):  # what Ctrl-C / SIGTERM raise in the waiting thread
+        if started:
+            raise KeyboardInterrupt
+        return wait(futures, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "wait", wait_or_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        loop.run(update)
+    assert said[-1] == (
+        "agentcore-rl train step 1/3: stopped during its update; the step is discarded (no steps.jsonl line, "
+        "no checkpoint). Its 2 rollouts stay in rollouts.jsonl; a resume sets them aside and trains again "
+        "from step 1 (no checkpoint yet).")
+    assert started[0].cancelled() and not (tmp_path / "run" / "train" / "steps.jsonl").exists()

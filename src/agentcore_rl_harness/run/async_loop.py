@@ -26,14 +26,14 @@ from typing import Any
 from ..progress import POLL_S
 from ..records import Rollout
 from ..tasks import TaskSpec
-from ..train_store import append_step
+from ..train_store import append_step, latest_checkpoint
 from ..trainers.base import StepMetrics, Trainer, TrainGroup
 from ..trainers.grpo import EXCLUDED_STATUSES as EXCLUDED
 from ..trainers.grpo import build_batch, training_reward
 from .cases import Case, Episode
 from .learning_signal import idle_warning, step_signal
 from .staleness import blocking_straggler, may_start, split_stale
-from .step_lines import update_start_line
+from .step_lines import stopped_in_update, update_start_line
 from .training import RowSchedule, TrainPlan, build_groups, checkpoint_name
 
 Update = Callable[[list[TrainGroup]], "concurrent.futures.Future[StepMetrics]"]
@@ -121,6 +121,12 @@ class AsyncTrainingLoop:
                     since = time.monotonic()
                     continue
                 self._wait(running[0] if running else None)
+        except KeyboardInterrupt:  # Ctrl-C / SIGTERM: say what becomes of an update in flight, then stop
+            if running is not None:
+                self.write(stopped_in_update(step=self.step + 1, steps=self.plan.steps,
+                                             rollouts=len(running[2]["rollouts"]),
+                                             checkpoint=latest_checkpoint(self.train_dir.parent)))
+            raise
         finally:
             self._abandon(running)
         return lines
