@@ -48,10 +48,10 @@ def test_async_run_is_killed_resumed_and_trains_each_rollout_at_most_once(tmp_pa
     resumed = subprocess.run([*_command(), "--agentcore-rl-resume", "run"], cwd=tmp_path, capture_output=True,
                              text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-2000:]
-    assert "training continues at step" in resumed.stdout and "(async, steps.jsonl step" in resumed.stdout
+    assert "training continues at step" in resumed.stdout and "done (async" in resumed.stdout
 
     steps = _lines(run / "train" / "steps.jsonl")
-    assert [s["step"] for s in steps] == [0, 1, 2, 3]
+    assert [s["step"] for s in steps] == [1, 2, 3, 4]
     trained = [group for s in steps for group in s["groups_trained"]]
     assert len(trained) == len(set(trained)) == 4 * 2  # no group trained twice, across the kill
     records = [r for r in _lines(run / "rollouts.jsonl") if r["phase"] == "train"]
@@ -70,6 +70,6 @@ def test_async_run_is_killed_resumed_and_trains_each_rollout_at_most_once(tmp_pa
     assert all(r["traces"][0]["metadata"]["policy_versions"] == [last] for r in _lines(run / "rollouts.jsonl")
                if r["phase"] == "post")
     report = json.loads((run / "report.json").read_text())
-    assert [s["step"] for s in report["train"]] == [0, 1, 2, 3] and report["training"]["dropped_stale"] == 0
+    assert [s["step"] for s in report["train"]] == [1, 2, 3, 4] and report["training"]["dropped_stale"] == 0
     assert all(s["staleness"] is not None for s in report["train"])
     assert "Async training: 0 samples dropped as stale" in (run / "report.md").read_text()

@@ -36,19 +36,19 @@ def test_run_mode_pre_train_post(toy, tiny_model_dir):
         by_phase.setdefault(record["phase"], []).append(record)
     assert len(by_phase["pre"]) == len(by_phase["post"]) == 2 * 3  # 2 test rows x 3 samples
     assert len(by_phase["train"]) == 2 * 2 * 3  # 2 steps x 2 rows x 3 samples
-    assert {r["step"] for r in by_phase["train"]} == {0, 1}
+    assert {r["step"] for r in by_phase["train"]} == {1, 2}  # steps count from 1 everywhere
     versions = {r["step"]: r["traces"][0]["metadata"]["policy_versions"] for r in by_phase["train"]}
-    assert versions[0] == [0] and versions[1] == [1]  # step 1 sampled from the updated policy
+    assert versions[1] == [0] and versions[2] == [1]  # step 2 sampled from the updated policy
     assert all(r["traces"][0]["metadata"]["policy_versions"] == [2] for r in by_phase["post"])
     steps = [json.loads(line) for line in (run / "train" / "steps.jsonl").read_text().splitlines()]
-    assert [s["step"] for s in steps] == [0, 1]
+    assert [s["step"] for s in steps] == [1, 2]
     for step in steps:
         assert step["rollouts"] == 6 and "loss" in step and step["wall_time_s"]["total"] > 0
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-00001", "step-00002"]
     report = json.loads((run / "report.json").read_text())
     assert report["delta"]["overall"]["pairs"] == 6
     assert 0.0 <= report["delta"]["overall"]["p_value"] <= 1.0
-    assert [s["step"] for s in report["train"]] == [0, 1]
+    assert [s["step"] for s in report["train"]] == [1, 2]
     assert report["overall"]["rollouts"] == 6  # the items are the post-eval
     markdown = (run / "report.md").read_text()
     assert "Before and after training" in markdown and "Training reward per step" in markdown
@@ -57,20 +57,20 @@ def test_run_mode_pre_train_post(toy, tiny_model_dir):
 
 def test_overlapped_rollouts_train_one_step_off_policy_at_most(toy, tiny_model_dir):
     """trainer.overlap_rollouts=true through the real gateway, sampler and trainer: step k's
-    turns were sampled under policy k-1 or k, never older; the post-eval sees the last policy."""
+    turns (k from 1) were sampled under policy k-2 or k-1, never older; the post-eval sees the last policy."""
     result = _run(toy, "run", "--agentcore-rl-set", "trainer.overlap_rollouts=true",
                   "--agentcore-rl-set", "trainer.steps=3")
     assert result.ret == 0, result.stdout.str()[-4000:]
     run = toy.path / "run"
     records = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
     train = [r for r in records if r["phase"] == "train"]
-    assert sorted({r["step"] for r in train}) == [0, 1, 2] and len(train) == 3 * 2 * 3
+    assert sorted({r["step"] for r in train}) == [1, 2, 3] and len(train) == 3 * 2 * 3
     for record in train:
         versions = set(record["traces"][0]["metadata"]["policy_versions"])
-        assert versions <= {max(record["step"] - 1, 0), record["step"]}, (record["step"], versions)
+        assert versions <= {max(record["step"] - 2, 0), record["step"] - 1}, (record["step"], versions)
     assert all(r["traces"][0]["metadata"]["policy_versions"] == [3] for r in records if r["phase"] == "post")
     steps = [json.loads(line) for line in (run / "train" / "steps.jsonl").read_text().splitlines()]
-    assert [s["step"] for s in steps] == [0, 1, 2]
+    assert [s["step"] for s in steps] == [1, 2, 3]
     assert all(s["staleness_max"] is None or s["staleness_max"] <= 1 for s in steps)
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-00001", "step-00002", "step-00003"]
 
@@ -115,10 +115,10 @@ def test_killed_run_resumes_from_its_last_checkpoint(toy, tiny_model_dir):
     records = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
     assert {r["session_id"] for r in records if r["phase"] == "pre"} == pre_sessions  # kept
     train_steps = sorted({r["step"] for r in records if r["phase"] == "train"})
-    assert train_steps == [0, 1, 2]
+    assert train_steps == [1, 2, 3]
     assert sum(1 for r in records if r["phase"] == "train") == 3 * 2 * 3  # no duplicates
     steps = [json.loads(line)["step"] for line in (run / "train" / "steps.jsonl").read_text().splitlines()]
-    assert steps == [0, 1, 2]
+    assert steps == [1, 2, 3]
     report = json.loads((run / "report.json").read_text())
     assert report["delta"]["overall"]["pairs"] == 6 and len(report["train"]) == 3
 

@@ -13,7 +13,7 @@ ROOT = Path(agentcore_rl_harness.__file__).parent
 
 # Bottom to top. A module may import its own layer or lower ones, never a higher one.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "records", "conf", "heap"),
+    ("errors", "records", "conf", "heap", "interrupts"),
     ("config_schema",),
     ("tasks", "judged", "store", "train_store", "models", "agent", "progress", "serving", "sanity_agents",
      "scaffold"),

@@ -32,7 +32,7 @@ def test_render_status_shows_counts_success_live_throughput_and_eta():
 
 
 def test_render_status_training_step_nothing_yet_and_done():
-    line = render_status(snapshot(phase="train", step=1, steps=6, done=0, scored=0, successes=0,
+    line = render_status(snapshot(phase="train", step=2, steps=6, done=0, scored=0, successes=0,
                                   completion_tokens=0, elapsed_s=2.0))
     assert line.startswith("agentcore-rl train step 2/6: 0/48 rollouts (0%) | success n/a")
     assert line.endswith("ETA --")
@@ -40,7 +40,7 @@ def test_render_status_training_step_nothing_yet_and_done():
 
 
 def test_status_fits_80_columns_keeping_phase_counts_and_eta():
-    wide = snapshot(phase="train", step=11, steps=20, done=123, total=256, scored=120, successes=17,
+    wide = snapshot(phase="train", step=12, steps=20, done=123, total=256, scored=120, successes=17,
                     live_sessions=16, completion_tokens=123456, elapsed_s=4000.0,
                     job="pre>TRAIN>post ", job_eta="job ETA 3h00m")
     line = render_status(wide, width=80)
@@ -75,7 +75,7 @@ def test_run_mode_shows_the_jobs_phases_and_its_eta():
     for _ in range(4):
         clock.now += 5
         progress.rollout_finished(10)
-    progress.begin_phase("train", 4, step=0, steps=2)
+    progress.begin_phase("train", 4, step=1, steps=2)
     clock.now += 10
     progress.rollout_finished(10)
     snap = progress.snapshot()

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from . import sharding
+from . import interrupts, sharding
 from .errors import ConfigError, DatasetError, HarnessError, MissingDependencyError, ModelError
 from .fixtures import (  # noqa: F401
     _arl_case, agentcore_rl_config, agentcore_session, backend, gateway, rollout, row, sandbox,
@@ -167,7 +167,9 @@ def pytest_configure(config: pytest.Config) -> None:
         run.write(sharding.controller_line(config, run))
     elif where == "worker":
         config.pluginmanager.register(sharding.ShardWorker(run), "agentcore-rl-shard")
-    _interrupt_on_sigterm()
+    handlers = interrupts.install(run.resume_command)  # Ctrl-C, SIGTERM: a clean stop; a second exits now
+    if handlers is not None:
+        config.add_cleanup(handlers.restore)
 
 
 def _show_config(config: pytest.Config) -> None:
@@ -243,23 +245,6 @@ class FailureLines:
         finally:
             if lines:
                 terminalreporter.stats["failed"] = failed  # the final counts count them
-
-
-def _interrupt_on_sigterm() -> None:
-    """Treat SIGTERM like Ctrl-C, so agent sessions are stopped and reports are written."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, interrupt)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

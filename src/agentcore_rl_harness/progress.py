@@ -39,7 +39,7 @@ class Snapshot:
     live_sessions: int
     completion_tokens: int  # tokens sampled by the rollouts finished in this phase
     elapsed_s: float  # since the phase started
-    step: int | None = None  # 0-based training step, in phase "train"
+    step: int | None = None  # the training step (from 1), in phase "train"
     steps: int | None = None
     resumed: int = 0  # rollouts of `done` that a resumed run kept (not timed in this process)
     job: str | None = None  # run mode: the job's phases, this one in capitals ("pre>TRAIN>post ")
@@ -76,7 +76,7 @@ def render_status(snapshot: Snapshot, *, width: int | None = None) -> str:
     the whole job's ETA (run mode). With `width`, parts go in `DROP_ORDER` until it fits."""
     phase = snapshot.phase
     if snapshot.step is not None and snapshot.steps:
-        phase = f"{phase} step {snapshot.step + 1}/{snapshot.steps}"
+        phase = f"{phase} step {snapshot.step}/{snapshot.steps}"
     percent = 100 * snapshot.done / snapshot.total if snapshot.total else 100.0
     rate = snapshot.completion_tokens / snapshot.elapsed_s if snapshot.elapsed_s > 0 else 0.0
     if snapshot.scored:

@@ -1,6 +1,9 @@
 """The training files of a run directory: `train/steps.jsonl` and `checkpoints/step-NNNNN`.
 
 Written by the training loop, read by reports and by a resumed run; below both in the layers.
+One step numbering everywhere: steps count from 1, so step N's line in steps.jsonl has
+`"step": N`, its train rollouts have `step` N, the terminal says `train step N/M`, and the
+checkpoint saved after it is `checkpoints/step-0000N` (a checkpoint's number is the steps done).
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ def append_step(run_dir: Path, line: dict[str, Any]) -> None:
         handle.write(json.dumps(line) + "\n")
 
 
-def rewrite_steps(run_dir: Path, *, before: int) -> None:
-    """Drop step lines at or after `before` (a resumed run redoes those steps)."""
+def rewrite_steps(run_dir: Path, *, done: int) -> None:
+    """Drop the lines of steps after step `done` (a resumed run redoes those steps)."""
     path = steps_path(run_dir)
     if path.is_file():
-        kept = [line for line in read_steps(run_dir) if line["step"] < before]
+        kept = [line for line in read_steps(run_dir) if line["step"] <= done]
         path.write_text("".join(json.dumps(line) + "\n" for line in kept), encoding="utf-8")
 
 

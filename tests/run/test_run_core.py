@@ -58,7 +58,7 @@ def test_a_run_mode_run_pre_evaluates_trains_then_post_evaluates(tmp_path, build
     assert phases.count("pre") == 2 and phases.count("train") == 4 and phases.count("post") == 2
     assert len(trainer.steps) == 2 and [p.name for p in trainer.saved] == ["step-00001", "step-00002"]
     steps = (run.run_dir / "train" / "steps.jsonl").read_text().splitlines()
-    assert [json.loads(line)["step"] for line in steps] == [0, 1]
+    assert [json.loads(line)["step"] for line in steps] == [1, 2]
     report = json.loads((run.run_dir / "report.json").read_text())
     assert report["pre"] is not None and report["delta"] is not None
 

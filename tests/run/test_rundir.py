@@ -44,18 +44,18 @@ def _stopped_run(tmp_path, rollouts):
 def test_resume_keeps_finished_rollouts_and_redoes_steps_after_the_checkpoint(tmp_path):
     path = _stopped_run(tmp_path, [
         _rollout("r0", "pre"), _rollout("r1", "pre", status=Status.INFRA_ERROR),
-        _rollout("r2", "train", step=0), _rollout("r3", "train", step=2),
+        _rollout("r2", "train", step=1), _rollout("r3", "train", step=3),
     ])
     (path / "checkpoints" / "step-00002").mkdir(parents=True)
     (path / "train").mkdir()
-    (path / "train" / "steps.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in range(3)))
+    (path / "train" / "steps.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in (1, 2, 3)))
     rundir = RunDir.resume(mode="run", run_dir=path, overrides=[*FAST, "seed=3"])
     assert rundir.config.typed.seed == 3 and rundir.config.overrides == (*FAST, "seed=3")
     assert len(rundir.resumed) == 4
     reloaded = rundir.reload()
-    assert [r.row_id for r in reloaded.rollouts] == ["r0", "r2"]  # infra errors retried, step 2 redone
+    assert [r.row_id for r in reloaded.rollouts] == ["r0", "r2"]  # infra errors retried, step 3 redone
     assert reloaded.start_step == 2 and reloaded.checkpoint.name == "step-00002"
-    assert reloaded.train_steps == [{"step": 0}, {"step": 1}]
+    assert reloaded.train_steps == [{"step": 1}, {"step": 2}]  # steps 1-2 are in step-00002
     assert len((path / "rollouts.discarded.jsonl").read_text().splitlines()) == 2
     assert json.loads((path / "run.json").read_text())["overrides"] == [*FAST, "seed=3"]
     rundir.close()

@@ -42,7 +42,7 @@ def test_a_tracker_is_told_the_config_every_step_and_the_report(tmp_path, build_
     assert {"train/loss", "train/groups", "train/wall_time_s/total", "train/rollouts"} <= set(calls[3]["metrics"])
     report = Report.model_validate_json((run.run_dir / "report.json").read_text())
     final = report_metrics(report)
-    assert calls[5] == {"call": "log_summary", "step": 2, "metrics": final}
+    assert calls[5] == {"call": "log_summary", "step": 2, "metrics": final}  # at the last step
     pre = {k: v for k, v in final.items() if k.startswith("pre/")}
     assert calls[2]["step"] == 0 and calls[2]["metrics"] == pre  # as soon as the pre-eval ended
     assert {"pre/overall/success_rate_ci_low", "post/task/toy/success_rate", "delta/overall/p_value",
@@ -77,7 +77,7 @@ def test_a_failing_tracker_warns_once_and_the_run_loses_nothing(tmp_path, build_
     assert len(warnings) == 1 and "log step: FakeTrackerError" in warnings[0]
     assert "the run goes on without it" in warnings[0]
     assert [c["call"] for c in read_calls(record)] == ["open", "log_config", "log_summary", "log_step"]
-    assert [s["step"] for s in _steps(run)] == [0, 1]  # the run's own record is whole
+    assert [s["step"] for s in _steps(run)] == [1, 2]  # the run's own record is whole
     report = json.loads((run.run_dir / "report.json").read_text())
     assert report["delta"] is not None and len(report["train"]) == 2
 
@@ -144,6 +144,6 @@ def test_a_resumed_run_tells_its_tracker_the_steps_it_kept_then_the_new_ones(tmp
     _drive(second, [spec])
     assert not second.finish()
     steps = _steps(second)
-    assert [s["step"] for s in steps] == [0, 1, 2]
+    assert [s["step"] for s in steps] == [1, 2, 3]
     told = [(c["step"], c["metrics"]) for c in read_calls(record) if c["call"] == "log_step"]
     assert told == [(s["step"], step_metrics(s)) for s in steps]

@@ -53,14 +53,21 @@ def test_each_step_rolls_out_groups_trains_and_logs_one_line(tmp_path):
     loop, batches = _loop(tmp_path, trainer, lines=said)
     lines = loop.run(lambda groups: asyncio.run(trainer.step(groups=groups)))
     assert [len(b) for b in batches] == [4, 4, 4]  # 2 rows x the task's 2 samples
-    assert {c.phase for b in batches for c in b} == {"train"} and [b[0].step for b in batches] == [0, 1, 2]
+    assert {c.phase for b in batches for c in b} == {"train"} and [b[0].step for b in batches] == [1, 2, 3]
     # one group per row drawn (a row drawn twice in a step, across an epoch's end, is one group)
     assert [sum(len(g.samples) for g in groups) for groups in trainer.steps] == [4, 4, 4]
-    assert [line["step"] for line in lines] == [0, 1, 2] and lines[0]["success_rate"] == 0.5
+    # one numbering: steps.jsonl's step 1 is the terminal's 1/3 and checkpoint step-00001's step
+    assert [line["step"] for line in lines] == [1, 2, 3] and lines[0]["success_rate"] == 0.5
     written = [json.loads(x) for x in (tmp_path / "run" / "train" / "steps.jsonl").read_text().splitlines()]
     assert written == lines and lines[0]["loss"] == 0.5 and set(lines[0]["wall_time_s"]) == {"rollout", "train", "total"}
     assert [p.name for p in trainer.saved] == ["step-00002", "step-00003"]  # every 2, and the last
-    assert said[0].startswith("agentcore-rl train step 1/3 (steps.jsonl step 0): ") and "success 0.500" in said[0]
+    # a line as the update starts (what it trains on) and one with its result
+    assert said[0] == "agentcore-rl train step 1/3: nothing to train: 2/2 groups informative, 0 tokens"
+    assert said[1].startswith("agentcore-rl train step 1/3 done: reward ") and "success 50%, loss 0.500" in said[1]
+    done = [text for text in said if " done: " in text]
+    assert len(done) == 3 and done[1].endswith(", saved step-00002") and not done[0].endswith("saved")
+    starts = [text for text in said if text.startswith("agentcore-rl train step ") and " done: " not in text]
+    assert len(starts) == 3 and all(len(text) <= 80 for text in starts)  # within the status width
     assert lines[0]["informative_groups"] == 2 and lines[0]["informative_fraction"] == 1.0
     assert [line["checkpoint"] for line in lines] == [None, "step-00002", "step-00003"]
 
@@ -89,7 +96,7 @@ def test_a_resumed_loop_continues_the_same_row_order(tmp_path):
     whole.run(lambda groups: asyncio.run(RecordingTrainer().step(groups=groups)))
     resumed, resumed_batches = _loop(tmp_path / "resumed", RecordingTrainer(), start_step=2)
     resumed.run(lambda groups: asyncio.run(RecordingTrainer().step(groups=groups)))
-    assert len(resumed_batches) == 1 and resumed_batches[0][0].step == 2
+    assert len(resumed_batches) == 1 and resumed_batches[0][0].step == 3
     assert [c.row_id for c in resumed_batches[0]] == [c.row_id for c in whole_batches[2]]
 
 
@@ -108,8 +115,8 @@ def test_overlap_starts_the_next_steps_rollouts_before_this_steps_update(tmp_pat
 
         lines = loop.run(step_once)
         runs[overlap] = events, [[c.row_id for c in b] for b in batches], lines, trainer.saved
-    assert runs[True][0] == [("start", 0), ("start", 1), ("update", 0), ("start", 2), ("update", 1), ("update", 2)]
-    assert runs[False][0] == [("start", 0), ("update", 0), ("start", 1), ("update", 1), ("start", 2), ("update", 2)]
+    assert runs[True][0] == [("start", 1), ("start", 2), ("update", 0), ("start", 3), ("update", 1), ("update", 2)]
+    assert runs[False][0] == [("start", 1), ("update", 0), ("start", 2), ("update", 1), ("start", 3), ("update", 2)]
     assert runs[True][1] == runs[False][1] and len(runs[True][1]) == 3  # no batch past the last step
     strip = lambda lines: [{k: v for k, v in line.items() if k != "wall_time_s"} for line in lines]  # noqa: E731
     assert strip(runs[True][2]) == strip(runs[False][2])
@@ -128,3 +135,23 @@ def test_a_failed_update_cancels_the_next_steps_rollouts(tmp_path):
     with pytest.raises(RuntimeError, match="trainer died"):
         loop.run(step_once)
     assert [batch.cancelled for batch in started] == [False, True]  # step 1's batch was in flight
+
+
+def test_ctrl_c_in_an_update_says_the_step_is_discarded_and_cancels_the_next_batch(tmp_path):
+    started, said = [], []
+    loop, _ = _loop(tmp_path, RecordingTrainer(), overlap=True, lines=said)
+    start = loop.start_cases
+    loop.start_cases = lambda cases: started.append(start(cases)) or started[-1]
+    (tmp_path / "run" / "checkpoints" / "step-00001").mkdir(parents=True)  # as if step 1 were done
+
+    def step_once(groups):
+        raise KeyboardInterrupt  # what Ctrl-C / SIGTERM raise in pytest's thread
+
+    with pytest.raises(KeyboardInterrupt):
+        loop.run(step_once)
+    assert said[-1] == (
+        "agentcore-rl train step 1/3: stopped during its update; the step is discarded (no steps.jsonl "
+        "line, no checkpoint). Its 4 rollouts stay in rollouts.jsonl; a resume sets them aside and "
+        "trains again after checkpoint step-00001 (step 2 on).")
+    assert not (tmp_path / "run" / "train" / "steps.jsonl").exists()
+    assert [batch.cancelled for batch in started] == [False, True]

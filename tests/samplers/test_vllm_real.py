@@ -260,7 +260,7 @@ def test_a_short_run_trains_through_the_engine(engine, pytester):
         if record["phase"] == "train":
             versions.setdefault(record["step"], set()).update(record["traces"][0]["metadata"]["policy_versions"])
     # each step's traces were sampled by the adapter pushed after the step before (v0 at the start)
-    assert versions == {0: {0}, 1: {steps[0]["policy_version"]}}
+    assert versions == {1: {0}, 2: {steps[0]["policy_version"]}}  # steps count from 1
     assert all(r["traces"][0]["metadata"]["policy_versions"] == [final] for r in records if r["phase"] == "post")
     assert sorted(p.name for p in (run / "vllm-adapters").iterdir()) == [f"v{v}" for v in range(final + 1)]
     print(f"short run with sampler=vllm: {time.perf_counter() - started:.1f} s")

@@ -59,7 +59,7 @@ def _close(a: float, b: float) -> bool:
 
 def test_the_run_itself_is_unchanged(tracked_run):
     _, run_dir, steps, report, stdout = tracked_run
-    assert [line["step"] for line in steps] == [0, 1]
+    assert [line["step"] for line in steps] == [1, 2]
     assert report.delta is not None and report.delta.overall.pairs == 6
     assert "warning: logger" not in stdout  # no tracker failed
 
@@ -76,7 +76,7 @@ def test_tensorboard_events_equal_steps_and_report(tracked_run):
     assert {"pre/overall/success_rate", "post/task/test_toy/success_rate_ci_low",
             "delta/overall/p_value", "delta/task/test_toy/delta"} <= set(final)
     for key, value in final.items():
-        assert _close(scalars[key][2], value), key  # the post-eval summary is at step 2
+        assert _close(scalars[key][2], value), key  # the post-eval summary is at step 2, the last
     for key in final:
         if key.startswith("pre/"):
             assert _close(scalars[key][0], final[key]), key  # logged when the pre-eval ended

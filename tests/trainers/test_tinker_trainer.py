@@ -381,7 +381,7 @@ def test_pytest_run_trains_through_trainer_tinker(pytester, tinker_server, monke
     assert result.ret == 0, result.stdout.str()[-4000:] + result.stderr.str()[-2000:]
     run = pytester.path / "run"
     steps = [json.loads(line) for line in (run / "train" / "steps.jsonl").read_text().splitlines()]
-    assert [step["step"] for step in steps] == [0, 1]
+    assert [step["step"] for step in steps] == [1, 2]
     trained = [step for step in steps if step["trained_tokens"]]
     assert trained, steps  # at least one step had a non-constant group
     assert steps[-1]["policy_version"] == len(trained)

@@ -107,7 +107,7 @@ class DeltaReport(BaseModel):
 
 
 class TrainStep(BaseModel):
-    step: int = Field(description="0-based trainer step.")
+    step: int = Field(description="Training step, from 1 (checkpoints/step-0000N is saved after step N).")
     reward_mean: float | None = Field(description="Mean training reward of the step's rollouts.")
     success_rate: float | None = Field(description="Success rate of the step's rollouts.")
     loss: float | None = Field(description="Policy loss of the step.")

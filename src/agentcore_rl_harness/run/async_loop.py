@@ -7,15 +7,14 @@ starts as soon as `batch_rows` groups are ready (the oldest-launched first) and 
 rollouts go on: the sampler takes the new weights between turns, and each turn records the
 version that sampled it, so the loss's per-token importance ratios use the right logprobs.
 
-A train rollout's `step` is its group's launch number (0-based; its group id ends in it), not the
-step that trained it: each step line names the groups it trained (`groups_trained`), which a
+A train rollout's `step` is its group's launch number (from 1, as steps are; its group id ends in
+it), not the step that trained it: each step line names the groups it trained (`groups_trained`), which a
 resumed run reads to train every rollout at most once. The sync loop is `training.py`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import statistics
 import time
 from collections import deque
@@ -27,13 +26,14 @@ from typing import Any
 from ..progress import POLL_S
 from ..records import Rollout
 from ..tasks import TaskSpec
-from ..train_store import STEPS_FILE
+from ..train_store import append_step, latest_checkpoint
 from ..trainers.base import StepMetrics, Trainer, TrainGroup
 from ..trainers.grpo import EXCLUDED_STATUSES as EXCLUDED
-from ..trainers.grpo import training_reward
+from ..trainers.grpo import build_batch, training_reward
 from .cases import Case, Episode
 from .learning_signal import idle_warning, step_signal
 from .staleness import blocking_straggler, may_start, split_stale
+from .step_lines import stopped_in_update, update_start_line
 from .training import RowSchedule, TrainPlan, build_groups, checkpoint_name
 
 Update = Callable[[list[TrainGroup]], "concurrent.futures.Future[StepMetrics]"]
@@ -75,20 +75,21 @@ class AsyncTrainingLoop:
         write: Callable[[str], None],
         concurrency: int,
         start_step: int = 0,
-        first_launch: int = 0,
+        first_launch: int = 1,
         on_step: Callable[[dict[str, Any]], None] | None = None,
         tick: Callable[[], None] = lambda: None,
     ) -> None:
         """`submit` starts one rollout; `first_launch` is the next group number (a resumed run's
-        `staleness.next_launch`); `tick` keeps the progress display going while it waits."""
+        `staleness.next_launch`; groups are numbered from 1); `start_step` is the steps done (step
+        lines number steps from 1); `tick` keeps the progress display going while it waits."""
         self.plan, self.specs, self.submit, self.score, self.trainer = plan, specs, submit, score, trainer
         self.train_dir, self.checkpoint_dir = run_dir / "train", run_dir / "checkpoints"
         self.write, self.on_step, self.tick = write, on_step, tick
         self.concurrency = max(concurrency, 1)
-        self.step = start_step
+        self.step = start_step  # steps done: the next step line is step + 1
         self.launch = first_launch
         self.schedule = RowSchedule(specs, plan.seed)
-        for _ in range(first_launch):
+        for _ in range(first_launch - 1):
             self.schedule.take(1)
         self.live: dict[int, _Group] = {}  # started, not yet complete
         self.ready: deque[_Group] = deque()  # complete, not yet trained
@@ -120,6 +121,12 @@ class AsyncTrainingLoop:
                     since = time.monotonic()
                     continue
                 self._wait(running[0] if running else None)
+        except KeyboardInterrupt:  # Ctrl-C / SIGTERM: say what becomes of an update in flight, then stop
+            if running is not None:
+                self.write(stopped_in_update(step=self.step + 1, steps=self.plan.steps,
+                                             rollouts=len(running[2]["rollouts"]),
+                                             checkpoint=latest_checkpoint(self.train_dir.parent)))
+            raise
         finally:
             self._abandon(running)
         return lines
@@ -183,6 +190,9 @@ class AsyncTrainingLoop:
         rollouts = [group.rollouts[i] for group in batch for i in sorted(group.rollouts)]
         kept, dropped, histogram = split_stale(rollouts, version=version, max_staleness=self.plan.max_staleness)
         groups, excluded = build_groups(kept)
+        _, stats = build_batch(groups, normalize_std=False)  # what the update will train on
+        self.write(update_start_line(step=self.step + 1, steps=self.plan.steps, groups_used=stats.groups_used,
+                                     groups_total=stats.groups_total, tokens=stats.trained_tokens))
         pending = {"rollouts": rollouts, "dropped": dropped, "histogram": histogram, "excluded": excluded,
                    "version": version, "in_flight": sum(len(g.futures) for g in self.live.values()),
                    "trained_at": time.monotonic(), "oldest_start": min(g.started for g in batch)}
@@ -195,10 +205,11 @@ class AsyncTrainingLoop:
         scored = [r for r in rollouts if r.status not in EXCLUDED]
         rewards = [training_reward(r) for r in scored]
         successes = [bool(r.success) for r in scored]
-        due = (self.step + 1) % self.plan.checkpoint_every == 0 or self.step + 1 == self.plan.steps
-        checkpoint = checkpoint_name(self.step) if due else None
+        step = self.step + 1  # numbered from 1, as the terminal and checkpoints are
+        due = step % self.plan.checkpoint_every == 0 or step == self.plan.steps
+        checkpoint = checkpoint_name(step) if due else None
         line = {
-            "step": self.step,
+            "step": step,
             "rollouts": len(rollouts),
             "excluded": pending["excluded"],
             "groups": len(batch),
@@ -221,10 +232,9 @@ class AsyncTrainingLoop:
             "groups_trained": [group.cases[0].group_id for group in batch],
             "rollouts_dropped": [f"{r.group_id}/{r.sample_index}" for r in pending["dropped"]],
         }
-        line["step"] = self.step
+        line["step"] = step
         line["checkpoint"] = checkpoint
-        with open(self.train_dir / STEPS_FILE, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(line) + "\n")  # before the checkpoint: resume trusts lines < it
+        append_step(self.train_dir.parent, line)  # before the checkpoint: resume trusts lines <= it
         if checkpoint is not None:
             self.trainer.save_checkpoint(self.checkpoint_dir / checkpoint)
         if self.on_step is not None:
@@ -238,8 +248,8 @@ class AsyncTrainingLoop:
         extra = line["async"]
         dropped = f", {extra['dropped_stale']} dropped as stale" if extra["dropped_stale"] else ""
         self.write(
-            f"agentcore-rl train step {self.step + 1}/{self.plan.steps} (async, steps.jsonl step {self.step}"
-            f"{', checkpoint ' + line['checkpoint'] if line['checkpoint'] else ''}): reward "
+            f"agentcore-rl train step {line['step']}/{self.plan.steps} done (async"
+            f"{', saved ' + line['checkpoint'] if line['checkpoint'] else ''}): reward "
             f"{_fmt(line['reward_mean'])}, loss {_fmt(line.get('loss'))}, staleness {extra['staleness']}"
             f"{dropped}, {extra['paced_starts']} starts paced, {extra['in_flight']} rollouts in flight, "
             f"{line['trained_tokens']} tokens trained, {line['wall_time_s']['total']}s")

@@ -188,7 +188,7 @@ class Run:
             self.parts().trainer().load_checkpoint(reloaded.checkpoint)
         after = f" after checkpoint {reloaded.checkpoint.name}" if reloaded.checkpoint is not None else ""
         self.write(f"agentcore-rl resume: {len(reloaded.rollouts)} rollouts kept, training continues "
-                   f"at step {reloaded.start_step + 1} (steps.jsonl step {reloaded.start_step}){after}")
+                   f"at step {reloaded.start_step + 1}{after}")
         return reloaded.start_step
 
     def _train_first(self, specs: list[TaskSpec], cases: list[Case], start_step: int) -> None:

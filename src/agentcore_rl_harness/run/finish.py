@@ -18,7 +18,7 @@ from ..reports import render
 from ..reports.baseline import compare_with_baseline
 from ..reports.compare import check_gates
 from ..reports.load import load_report
-from ..reports.model import Interrupted, Report
+from ..reports.model import ITEM_PHASE, Interrupted, Report
 from ..reports.text import interrupted_banner
 from ..store import write_parquet
 from ..train_store import latest_checkpoint
@@ -106,7 +106,9 @@ def summary_lines(*, mode: str, report: Report | None, run_dir: Path | None, inf
     if run_dir is None:
         lines = [f"agentcore-rl {mode}: no rollout ran, so no run directory was written"]
     else:
-        lines = [f"agentcore-rl {mode}: {render.verdict(report.overall)}"]
+        stopped_early = report.interrupted is not None and not report.overall.rollouts
+        lines = [f"agentcore-rl {mode}: " + (f"no {ITEM_PHASE[mode]} rollout finished before the stop"
+                                             if stopped_early else render.verdict(report.overall))]
         if report.interrupted is not None:
             lines.append(f"agentcore-rl {mode}: {interrupted_banner(report)}")
         if report.delta is not None:

@@ -67,7 +67,7 @@ def idle_reason(line: dict[str, Any]) -> str:
 
 def idle_warning(line: dict[str, Any], *, streak: int, total_steps: int) -> str:
     """The message for a step that trained 0 tokens; from the second in a row on, loudly."""
-    step = line["step"] + 1
+    step = line["step"]
     head = (f"agentcore-rl WARNING: training step {step}/{total_steps} trained nothing "
             f"(0 tokens): {idle_reason(line)}.")
     levers = "\n".join(f"  - {lever}" for lever in LEVERS)

@@ -29,7 +29,7 @@ class Reloaded:
 
     rollouts: list[Rollout]
     train_steps: list[dict[str, Any]]
-    start_step: int
+    start_step: int  # training steps done: the next one is start_step + 1
     checkpoint: Path | None  # the trainer loads it (train / run modes)
 
 
@@ -110,7 +110,7 @@ class RunDir:
         (their train rollouts and step lines are set aside), infra errors are retried."""
         assert self.resumed is not None, "reload() is for a resumed run"
         checkpoint = latest_checkpoint(self.path)
-        start_step = checkpoint[0] if checkpoint else 0
+        start_step = checkpoint[0] if checkpoint else 0  # steps done (steps count from 1)
         trained = self._async_trained(start_step)
 
         def stale(rollout: Rollout) -> bool:
@@ -118,24 +118,24 @@ class RunDir:
                 return True
             if rollout.phase == "train" and trained is not None:  # async: by the steps' own lists
                 return rollout.group_id not in trained
-            return rollout.phase == "train" and (rollout.step or 0) >= start_step
+            return rollout.phase == "train" and (rollout.step or 0) > start_step
 
         keep = [r for r in self.resumed if not stale(r)]
         if not self.shared:  # the owner rewrote the files before the workers started
             self.store.rewrite(keep, [r for r in self.resumed if stale(r)])
-            rewrite_steps(self.path, before=start_step)
+            rewrite_steps(self.path, done=start_step)
         return Reloaded(rollouts=keep, train_steps=read_steps(self.path), start_step=start_step,
                         checkpoint=checkpoint[1] if checkpoint else None)
 
     def _async_trained(self, start_step: int) -> set[str] | None:
-        """Under trainer.mode=async, the groups the kept steps (before `start_step`) trained; a
+        """Under trainer.mode=async, the groups the kept steps (up to step `start_step`) trained; a
         train rollout of any other group was never in the checkpoint's weights and is set aside."""
         section = self.config.typed.trainer
         if section is None or section.loop.mode != "async":
             return None
         from .staleness import trained_groups
 
-        return trained_groups([line for line in read_steps(self.path) if line["step"] < start_step])
+        return trained_groups([line for line in read_steps(self.path) if line["step"] <= start_step])
 
     def close(self) -> list[str]:
         """Close rollouts.jsonl; return the writes that failed (each an infrastructure error)."""

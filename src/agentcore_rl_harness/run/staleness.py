@@ -68,5 +68,5 @@ def trained_groups(step_lines: Sequence[dict[str, Any]]) -> set[str]:
 
 def next_launch(rollouts: Iterable[Rollout]) -> int:
     """The launch number after every train group a run recorded (a resumed run's new groups get
-    new ids, so no group of the killed run is ever joined or trained again)."""
-    return 1 + max((r.step for r in rollouts if r.phase == "train" and r.step is not None), default=-1)
+    new ids, so no group of the killed run is ever joined or trained again); groups count from 1."""
+    return 1 + max((r.step for r in rollouts if r.phase == "train" and r.step is not None), default=0)

@@ -128,10 +128,10 @@ class Tracking:
 
     def end(self, *, report: Report | None, train_steps: Sequence[Mapping[str, Any]], run_dir: Path,
             failed: bool) -> None:
-        """The run's end: the report's numbers (at the step after the last trained one) and its
-        files when there is a report, then each tracker's finish."""
+        """The run's end: the report's numbers (at the last trained step, steps counting from 1;
+        0 without training) and its files when there is a report, then each tracker's finish."""
         if report is not None:
-            step = max((int(line["step"]) for line in train_steps), default=-1) + 1
+            step = max((int(line["step"]) for line in train_steps), default=0)
             self.summary(report_metrics(report), step=step)
             self.artifacts(run_dir)
         self.finish(failed=failed)

@@ -17,7 +17,6 @@ forked into several traces is one sample of its group (its traces share the adva
 
 from __future__ import annotations
 
-import json
 import random
 import statistics
 import time
@@ -29,12 +28,13 @@ from typing import Any, Protocol
 from ..config import HarnessConfig
 from ..records import Rollout, Status  # noqa: F401 (Status re-exported)
 from ..tasks import TaskSpec, load_rows
-from ..train_store import STEPS_FILE, latest_checkpoint, read_steps, rewrite_steps  # noqa: F401 (re-exported)
+from ..train_store import STEPS_FILE, append_step, latest_checkpoint, read_steps, rewrite_steps  # noqa: F401 (re-exported)
 from ..trainers.base import StepMetrics, Trainer, TrainGroup
 from ..trainers.grpo import EXCLUDED_STATUSES as EXCLUDED
-from ..trainers.grpo import training_reward
+from ..trainers.grpo import build_batch, training_reward
 from .cases import Case, Episode
 from .learning_signal import idle_warning, step_signal
+from .step_lines import stopped_in_update, update_result_line, update_start_line
 
 
 @dataclass(frozen=True)
@@ -121,21 +121,23 @@ class TrainingLoop:
         self.schedule.skip_steps(start_step, plan.batch_rows)
 
     def run(self, step_once: Callable[[list[TrainGroup]], StepMetrics]) -> list[dict[str, Any]]:
-        """Run the remaining steps; `step_once(groups)` runs one trainer step and returns metrics."""
+        """Run the remaining steps; `step_once(groups)` runs one trainer step and returns metrics.
+        Steps are numbered from 1 (`start_step` is the number of steps already done)."""
         self.train_dir.mkdir(parents=True, exist_ok=True)
         lines: list[dict[str, Any]] = []
-        batch = self._start(self.start_step) if self.start_step < self.plan.steps else None
+        last = self.plan.steps
+        batch = self._start(self.start_step + 1) if self.start_step < last else None
         last_line_at = time.monotonic()
         try:
-            for step in range(self.start_step, self.plan.steps):
+            for step in range(self.start_step + 1, last + 1):
                 current, batch = batch, None
                 if current is None:  # cannot happen: every step below the last starts the next
                     raise RuntimeError(f"training step {step} has no rollouts in flight")
                 episodes = current.rollouts.wait()
                 rollout_s = time.monotonic() - current.started
-                if self.plan.overlap and step + 1 < self.plan.steps:
+                if self.plan.overlap and step < last:
                     batch = self._start(step + 1)  # runs during this step's scoring and update
-                due = (step + 1) % self.plan.checkpoint_every == 0 or step + 1 == self.plan.steps
+                due = step % self.plan.checkpoint_every == 0 or step == last
                 checkpoint = checkpoint_name(step) if due else None
                 line = self._train(step, current.cases, episodes, rollout_s, step_once, last_line_at,
                                    checkpoint)
@@ -143,10 +145,10 @@ class TrainingLoop:
                 lines.append(line)
                 if checkpoint is not None:
                     self.trainer.save_checkpoint(self.checkpoint_dir / checkpoint)
-                if batch is None and step + 1 < self.plan.steps:
+                if batch is None and step < last:
                     batch = self._start(step + 1)
         finally:
-            if batch is not None:  # a step failed with the next one in flight
+            if batch is not None:  # a step failed (or was stopped) with the next one in flight
                 batch.rollouts.cancel()
         return lines
 
@@ -170,8 +172,16 @@ class TrainingLoop:
     ) -> dict[str, Any]:
         rollouts = [self.score(case, episode) for case, episode in zip(cases, episodes)]
         groups, excluded = build_groups(rollouts)
+        _, batch = build_batch(groups, normalize_std=False)  # what the update will train on
         trained = time.monotonic()
-        metrics = step_once(groups)
+        try:
+            self.write(update_start_line(step=step, steps=self.plan.steps, groups_used=batch.groups_used,
+                                         groups_total=batch.groups_total, tokens=batch.trained_tokens))
+            metrics = step_once(groups)
+        except KeyboardInterrupt:  # Ctrl-C / SIGTERM: say what becomes of the step, then stop
+            self.write(stopped_in_update(step=step, steps=self.plan.steps, rollouts=len(rollouts),
+                                         checkpoint=latest_checkpoint(self.train_dir.parent)))
+            raise
         train_s = time.monotonic() - trained
         rewards = [training_reward(r) for r in rollouts if r.status not in EXCLUDED]
         successes = [bool(r.success) for r in rollouts if r.status not in EXCLUDED]
@@ -194,19 +204,14 @@ class TrainingLoop:
                 "total": round(time.monotonic() - since, 3),
             },
         }
+        # the run's step number (from 1, as checkpoints and the terminal count), not the
+        # trainer's own count, which a warm-up or a resumed trainer may have moved
         line["step"] = step
         line["checkpoint"] = checkpoint  # saved after this step (resume continues after it)
-        with open(self.train_dir / STEPS_FILE, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(line) + "\n")
+        append_step(self.train_dir.parent, line)
         if self.on_step is not None:
             self.on_step(line)
-        saved = f", checkpoint {checkpoint}" if checkpoint else ""
-        self.write(
-            f"agentcore-rl train step {step + 1}/{self.plan.steps} (steps.jsonl step {step}{saved}): reward "
-            f"{_fmt(line['reward_mean'])}, success {_fmt(line['success_rate'])}, loss "
-            f"{_fmt(line.get('loss'))}, {line['informative_groups']}/{line['groups_total']} groups "
-            f"informative, {line['trained_tokens']} tokens trained, {line['wall_time_s']['total']}s"
-        )
+        self.write(update_result_line(line, steps=self.plan.steps))
         self.idle_streak = self.idle_streak + 1 if not line["trained_tokens"] else 0
         if self.idle_streak:
             self.write(idle_warning(line, streak=self.idle_streak, total_steps=self.plan.steps))
@@ -229,9 +234,5 @@ class _Started:
 
 
 def checkpoint_name(step: int) -> str:
-    """The checkpoint saved after 0-based `step`: named by the steps done (step 0 -> step-00001)."""
-    return f"step-{step + 1:05d}"
-
-
-def _fmt(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
+    """The checkpoint saved after `step` (numbered from 1, as steps.jsonl and the terminal are)."""
+    return f"step-{step:05d}"

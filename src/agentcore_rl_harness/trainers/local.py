@@ -11,16 +11,12 @@ torch and peft are imported when a trainer is built, not when this module is imp
 config class is cheap to import.
 
 Long because `LocalTrainer` is one object holding the model, the optimizer, the LoRA state and
-the sampler lock: the step (micro-batches, shared prefixes, the loss, clipping, publishing
-weights), the supervised warm-up step, the reference-policy switch and checkpoint save / load
-all change that state. The pure
-parts already live elsewhere: losses and advantages in `grpo.py`, prefix sharing in `_prefix.py`,
-checkpoint files in `checkpoint.py`.
+the sampler lock, which the step, the warm-up step, the reference switch and checkpoints all
+change. The pure parts live in `grpo.py`, `_prefix.py` and `checkpoint.py`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import os
@@ -35,6 +31,7 @@ from ..errors import ConfigError, MissingDependencyError
 from ..heap import start_heap_trimmer
 from ..records import Trace
 from . import _prefix, _serving, checkpoint, sft
+from ._blocking import UpdateStopped, in_daemon_thread
 from .base import StepMetrics, TrainGroup, Trainer
 from .grpo import BatchItem, GRPOConfig, build_batch, policy_loss, staleness, step_metrics
 
@@ -225,6 +222,7 @@ class LocalTrainer(Trainer):
         self.sft_steps = 0
         self.policy_version = 0
         self._busy = threading.Lock()
+        self._stopping = threading.Event()  # closed: an update in flight stops (UpdateStopped)
         start_heap_trimmer()  # step-sized logits and activations otherwise fragment the heap
         self._publish()
 
@@ -233,8 +231,8 @@ class LocalTrainer(Trainer):
         return sum(p.numel() for p in self._parameters)
 
     async def step(self, *, groups: Sequence[TrainGroup]) -> StepMetrics:
-        """One GRPO update on `groups` (off the event loop), then the weight sync."""
-        return await asyncio.to_thread(self.step_sync, groups)
+        """One GRPO update on `groups` (off the event loop: `_blocking.py`), then the weight sync."""
+        return await in_daemon_thread(self.step_sync, groups)
 
     def step_sync(self, groups: Sequence[TrainGroup]) -> StepMetrics:
         """The blocking body of `step`, for sync callers (benchmarks)."""
@@ -304,13 +302,9 @@ class LocalTrainer(Trainer):
             self.optimizer.zero_grad(set_to_none=True)
         finally:
             self.model.eval()
-        return dict(
-            loss=loss_total,
-            kl=kl_sum / total_tokens if need_reference else None,
-            sampler_kl=sampler_kl_sum / total_tokens,
-            clip_fraction=clipped / total_tokens,
-            grad_norm=float(grad_norm),
-        )
+        return dict(loss=loss_total, kl=kl_sum / total_tokens if need_reference else None,
+                    sampler_kl=sampler_kl_sum / total_tokens, clip_fraction=clipped / total_tokens,
+                    grad_norm=float(grad_norm))
 
     def _new_optimizer(self) -> Any:
         torch, _ = _import_torch()
@@ -401,6 +395,8 @@ class LocalTrainer(Trainer):
         size = self.config.micro_batch_size
         batch: list[BatchItem] = []
         for item in ordered:
+            if self._stopping.is_set():  # between micro-batches, before the optimizer step
+                raise UpdateStopped("the trainer was closed during an update; the update was abandoned")
             if self._share_prefix:
                 padded = _prefix.tree_tokens(self._prefix_tree(batch + [item]), [len(i.token_ids) for i in batch + [item]])
             else:
@@ -546,6 +542,10 @@ class LocalTrainer(Trainer):
     def _sampler_lock(self, *, needed: bool = True) -> Any:
         """The sampler's lock, where this trainer writes weights the sampler may be decoding."""
         return self.sampler.lock if self.sampler is not None and needed else contextlib.nullcontext()
+
+    def close(self) -> None:
+        """An update in flight stops at its next micro-batch, its weights unchanged (a stopped run)."""
+        self._stopping.set()
 
     def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Weights (adapter or full), optimizer state, step, policy version and RNG states."""
