@@ -1,9 +1,10 @@
 """agentcore-rl-harness: RL and evaluation for tool-using agents on Bedrock AgentCore Runtime."""
 
+from .mcp_servers import McpServer
 from .records import Rollout, SamplingParams, SampleResult, Status, Trace
 from .run.sandbox import ExecResult, Sandbox
 from .tasks import reward, task
 
-__all__ = ["ExecResult", "Rollout", "SampleResult", "SamplingParams", "Sandbox", "Status", "Trace",
+__all__ = ["ExecResult", "McpServer", "Rollout", "SampleResult", "SamplingParams", "Sandbox", "Status", "Trace",
            "reward", "task"]
 __version__ = "0.1.0"

@@ -11,11 +11,12 @@ import functools
 import inspect
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .errors import DatasetError
+from .mcp_servers import McpServer, check_unique
 
 TASK_ATTR = "__agentcore_rl_task__"
 AGENT_REWARD = "agent"  # rewards[...] name of the reward the agent reported itself
@@ -64,6 +65,7 @@ class TaskSpec:
     reward_from_agent: bool = False
     oracle: str | Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, compare=False)
     sandbox: bool = False  # keep each session's final files for the `sandbox` fixture
+    mcp_servers: tuple[McpServer, ...] = ()  # MCP tool servers started per session
 
     @functools.cached_property
     def needs_sandbox(self) -> bool:
@@ -92,6 +94,7 @@ def task(
     reward_from_agent: bool = False,
     oracle: str | Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     sandbox: bool = False,
+    mcp_servers: Sequence[McpServer] = (),
 ):
     """Declare a task test: one case per dataset row x sample, `samples` cases form a group.
 
@@ -102,6 +105,7 @@ def task(
     `{"answer": row["answer"]}`) or a callable row -> result dict.
     `sandbox=True`: keep each session's final files, opened again as the `sandbox` fixture (on
     by itself when the test body takes `sandbox`).
+    `mcp_servers`: MCP tool servers started per session (`arl.McpServer`, `mcp_servers.py`).
     """
     if not isinstance(samples, int) or samples < 1:
         raise ValueError(f"@task(samples={samples!r}): samples must be an integer >= 1")
@@ -140,6 +144,8 @@ def task(
             oracle=oracle,
             sandbox=bool(sandbox),
         )
+        check_unique(tuple(mcp_servers), task=spec.name)
+        spec = replace(spec, mcp_servers=tuple(server.in_task(base_dir) for server in mcp_servers))
         setattr(fn, TASK_ATTR, spec)
         return fn
 
