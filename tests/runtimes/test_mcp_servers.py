@@ -161,6 +161,15 @@ async def test_a_stdio_server_that_crashes_at_start_fails_every_session_of_the_r
 
 
 @pytest.mark.asyncio
+async def test_a_stdio_server_that_never_answers_fails_after_its_ready_timeout_instead_of_hanging_the_agent():
+    server = McpServer(name="mute", ready_timeout_s=1.0, command=("{python}", "-c", "import time; time.sleep(60)"))
+    outcome = await run([server], kind="none", agent="echo_agent.py")
+    assert outcome.status is Status.TASK_ERROR and outcome.result is None
+    assert "a stdio server: it did not answer MCP initialize within ready_timeout_s=1s" in outcome.error
+    assert "(killed)" in outcome.error
+
+
+@pytest.mark.asyncio
 async def test_a_command_that_does_not_exist_is_named_before_the_agent_runs():
     missing = McpServer(name="ghost", command=("no-such-mcp-server", "--stdio"))
     not_a_file = McpServer(name="gone", transport="http", command=("/opt/nowhere/server", "--port", "{port}"))

@@ -8,8 +8,9 @@ once each one accepts connections on the session's loopback.
 
 Before a server's first use in a run, its first session checks it once: its command must be
 found inside the session, and a `stdio` server, handed an MCP `initialize` request and then the
-end of its input, must answer or exit cleanly (one that exits with an error and says nothing on
-stdout crashed at start). A server that fails a check, exits before listening or does not listen
+end of its input, must answer or exit cleanly within its `ready_timeout_s` (one that exits with an
+error and says nothing on stdout crashed at start; one that says nothing at all would hang the
+agent's MCP client). A server that fails a check, exits before listening or does not listen
 in time fails the session as `task_error` (the task's server is broken, not the agent), with its
 output; a server that failed its check is not started again in that run.
 """
@@ -112,8 +113,12 @@ async def _check(server: McpServer, sandbox: SessionSandbox, *, python: str) -> 
     result = await sandbox.exec(argv, env=dict(server.env), stdin=_INITIALIZE.encode(),
                                 timeout=server.ready_timeout_s)
     assert isinstance(result, ExecResult)
-    if result.timed_out or result.exit_code == 0 or result.stdout.strip():
+    if result.stdout.strip() or result.exit_code == 0:
         return None
+    if result.timed_out:
+        return _failure(server, f"a stdio server: it did not answer MCP initialize within ready_timeout_s="
+                                f"{server.ready_timeout_s:g}s (raise it if the server is slow to start)",
+                        result, killed=True)
     return _failure(server, "a stdio server: it crashed at start, before answering MCP initialize",
                     result)
 
