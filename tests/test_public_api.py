@@ -6,7 +6,7 @@ import agentcore_rl_harness
 
 def test_public_names_are_pinned():
     assert sorted(agentcore_rl_harness.__all__) == [
-        "ExecResult", "Rollout", "SampleResult", "SamplingParams", "Sandbox", "Status", "Trace",
+        "ExecResult", "McpServer", "Rollout", "SampleResult", "SamplingParams", "Sandbox", "Status", "Trace",
         "judge_reward", "reward", "task",
     ]
     for name in agentcore_rl_harness.__all__:

@@ -11,11 +11,12 @@ import functools
 import inspect
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .errors import DatasetError
+from .mcp_servers import McpServer, check_unique
 from .records import TaskLimits
 
 TASK_ATTR = "__agentcore_rl_task__"
@@ -66,6 +67,7 @@ class TaskSpec:
     oracle: str | Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, compare=False)
     sandbox: bool = False  # keep each session's final files for the `sandbox` fixture
     limits: TaskLimits = TaskLimits()  # per-episode limits on top of the run's (`@task(limits=...)`)
+    mcp_servers: tuple[McpServer, ...] = ()  # MCP tool servers started per session
 
     @functools.cached_property
     def needs_sandbox(self) -> bool:
@@ -95,6 +97,7 @@ def task(
     oracle: str | Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     sandbox: bool = False,
     limits: TaskLimits | dict[str, Any] | None = None,
+    mcp_servers: Sequence[McpServer] = (),
 ):
     """Declare a task test: one case per dataset row x sample, `samples` cases form a group.
 
@@ -107,6 +110,7 @@ def task(
     by itself when the test body takes `sandbox`).
     `limits`: per-episode limits on top of the run-wide ones, e.g. `{"max_turns": 8, "max_tokens":
     2000, "max_tool_calls": 5, "timeout_s": 60}`; an episode that runs into one is `limit_exceeded`.
+    `mcp_servers`: MCP tool servers started per session (`arl.McpServer`, `mcp_servers.py`).
     """
     task_limits = TaskLimits.parse(limits, where="@task(limits=...)")
     if not isinstance(samples, int) or samples < 1:
@@ -147,6 +151,8 @@ def task(
             sandbox=bool(sandbox),
             limits=task_limits,
         )
+        check_unique(tuple(mcp_servers), task=spec.name)
+        spec = replace(spec, mcp_servers=tuple(server.in_task(base_dir) for server in mcp_servers))
         setattr(fn, TASK_ATTR, spec)
         return fn
 

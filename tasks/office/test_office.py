@@ -6,8 +6,10 @@ needs one, two or three apps (one task per level: `test_office_level1` .. `level
 final files through the `sandbox` fixture and checks the end state (`office_checks.py`):
 `rollout.reward` is the share of checks passed (0 when a guard fails), success is every check.
 `agent=oracle` plays the row's `script` through the real agent. Level 1m is level 1's mail
-forwarding with only its three tools offered: the pack's RL-lift level. Regenerate the data with
-`python tasks/office/make_office.py`.
+forwarding with only its three tools offered: the pack's RL-lift level. The MCP level
+(`test_office_mcp`) is level 1 with the tools served over MCP: a Strands agent (`mcp_agent.py`)
+with Strands' own MCP client, against `office_mcp_server.py` started in each session's sandbox.
+Regenerate the data with `python tasks/office/make_office.py`.
 """
 
 import office_checks
@@ -58,3 +60,14 @@ test_office_level3 = office_task(3)
 # Its reward is success alone: with partial credit, GRPO climbed the easy half (the right
 # recipient, 0.5) while success fell (tasks/office/README.md: run G).
 test_office_level1m = office_task("1m", success_only=True)
+
+# The MCP level: level 1's rows, the tools served by an MCP server the harness starts inside each
+# session (streamable HTTP on the session's own loopback), the agent Strands with its MCP client.
+OFFICE_MCP = arl.McpServer(name="office", transport="http", command=(
+    "{python}", "{task_dir}/office_mcp_server.py", "--http", "--port", "{port}"))
+
+
+@arl.task(dataset="data/office-l1.jsonl", agent="mcp_agent.py", samples=4, payload=payload, oracle=oracle,
+          tags=["office", "level1", "mcp"], mcp_servers=[OFFICE_MCP])
+async def test_office_mcp(rollout, row, sandbox):
+    await check_office(rollout, row, sandbox)

@@ -90,9 +90,11 @@ def task_spec_of(level: int | str) -> Any:
     return task_spec(getattr(load("test_office"), f"test_office_level{level}"))
 
 
-def run_cases(renderer: Any, cases_and_turns: Sequence[tuple[dict[str, Any], Turns]], *overrides: str) -> list:
+def run_cases(renderer: Any, cases_and_turns: Sequence[tuple[dict[str, Any], Turns]], *overrides: str,
+              task: str | None = None) -> list:
     """Roll each (row, turns) out through a harness over a ScriptPlayer; score it as the harness
-    scores rollouts itself (the sandbox comes from the episode). -> [(rollout, episode)]."""
+    scores rollouts itself (the sandbox comes from the episode); `task`: a task of the pack by name
+    (default: the row's level's). -> [(rollout, episode)]."""
     from agentcore_rl_harness.config import compose_config
     from agentcore_rl_harness.run.cases import Case
     from agentcore_rl_harness.run.compose import Harness
@@ -106,7 +108,10 @@ def run_cases(renderer: Any, cases_and_turns: Sequence[tuple[dict[str, Any], Tur
                       model_id="tiny")
     try:
         harness.start()
-        cases = [Case(spec=task_spec_of(row["level"]), row=row, sample_index=0, phase="eval")
+        from agentcore_rl_harness.tasks import task_spec
+
+        cases = [Case(spec=task_spec(getattr(load("test_office"), task)) if task else task_spec_of(row["level"]),
+                      row=row, sample_index=0, phase="eval")
                  for row, _ in cases_and_turns]
         futures = [harness.submit(case) for case in cases]
         scorer = Scorer(run_id="office", call=harness.call, fixtures=harness.offline_fixtures)

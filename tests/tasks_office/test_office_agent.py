@@ -110,7 +110,7 @@ def test_the_spam_agent_scores_zero_through_pytest(pytester, tiny_model_dir):
     out = pytester.path / "run"
     result = pytester.runpytest_subprocess(
         str(PACK), "-p", "no:cacheprovider", "--agentcore-rl", "eval",
-        "--agentcore-rl-set", "model=tiny", "--agentcore-rl-set", "agent=spam",
+        "-k", "not mcp", "--agentcore-rl-set", "model=tiny", "--agentcore-rl-set", "agent=spam",
         "--agentcore-rl-set", "eval.max_rows=1", "--agentcore-rl-set", "eval.samples=1",
         "--agentcore-rl-out", str(out), timeout=600,
     )

@@ -23,6 +23,6 @@ def test_the_tasks_folder_collects_the_bundled_task_and_not_the_packs(pytester):
 def test_a_named_pack_or_one_of_its_tests_is_collected(pytester):
     names = {item.split("::")[1].split("[")[0] for item in collected(pytester, str(PACK))}
     assert names == {"test_office_level1", "test_office_level2", "test_office_level3",
-                     "test_office_level1m"}
+                     "test_office_level1m", "test_office_mcp"}
     one = collected(pytester, f"{PACK / 'test_office.py'}::test_office_level2")
     assert one and all(item.split("::")[1].startswith("test_office_level2[") for item in one)

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError, MissingDependencyError, RuntimeStartError, SandboxError
+from ..mcp_servers import stdio_only
 from ..records import SessionOutcome, Status
 from . import _invocations as invocations
 from .agentcore_config import AgentCoreRuntimeConfig
@@ -312,8 +313,7 @@ class AgentCoreRuntime(AgentRuntime):
     def _payload_bytes(
         self, agent: AgentRef, session_id: str, payload: dict[str, Any]
     ) -> tuple[bytes, str | None]:
-        rollout = dict(payload.get("_rollout") or {})
-        rollout.setdefault("session_id", session_id)
+        rollout = {"session_id": session_id, **(payload.get("_rollout") or {}), **stdio_only(agent.mcp_servers)}
         payload, key = invocations.prepare_payload(
             {**payload, "_rollout": rollout}, result_mode=self.result_mode, exp_id=self.exp_id,
             bucket=self.s3_bucket, session_id=session_id,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ..mcp_servers import McpServer
 from ..records import SessionOutcome
 
 
@@ -16,12 +17,14 @@ class AgentRef:
     agent only in the S3 result mode, with `exp_id` and `s3_bucket` (agentcore-rl-toolkit's
     `AgentCoreRLApp` demands all three once one of them is present). `phase` (pre, train, post,
     eval, collect) sets the session's priority where a limiter serves waiters by priority.
+    `mcp_servers`: started per session and named to the agent in `_rollout.mcp_servers`.
     """
 
     task: str
     agent: str | None
     input_id: str | None = None
     phase: str | None = None
+    mcp_servers: tuple[McpServer, ...] = ()  # the task's MCP tool servers (`mcp_servers.py`)
 
 
 class KeptSession(Protocol):

@@ -25,12 +25,11 @@ agent_error. The session timeout counts from the moment the session gets a concu
 and covers process start, readiness and the invocation; time spent waiting for a slot does not
 count (and is not in `elapsed_s`).
 
-Long because one session's life (a slot, its directory, its isolation, process start by spawn or
-fork, readiness, the invoke, its result, the kill and cleanup on every exit path, the live
-sandbox) is one state machine over the runtime's registry of live sessions. What does not need
-that registry is separate: `isolation.py`, `sandbox.py`, `_zygote*.py`, `_agent_server.py`,
-`_results.py`, `_processes.py` (the session process and its end), `_local_session.py` (the
-session record, agent failures), `_final_state.py` (the kept files and their restore).
+Long because one session's life (slot, directory, isolation, spawn or fork, readiness, the
+task's MCP servers (`_mcp.py`), the invoke, its result, the kill and cleanup on every exit path,
+the live sandbox) is one state machine over the registry of live sessions. The rest is separate:
+`isolation.py`, `sandbox.py`, `_zygote*.py`, `_agent_server.py`, `_results.py`, `_processes.py`,
+`_local_session.py` (the session record, agent failures), `_final_state.py` (kept files).
 """
 
 from __future__ import annotations
@@ -67,6 +66,7 @@ from ._local_session import (
     section,
     stderr_section,
 )
+from ._mcp import McpStarter
 from ._processes import Child, SpawnedChild, log_rmtree_error, terminate
 from ._session_caps import RESOURCE_EXCEEDED, Caps, SessionCaps, watch
 from ._zygote_pool import ZygoteFailed, ZygotePool
@@ -162,6 +162,7 @@ class LocalRuntime(AgentRuntime):
         # ends every later session of that agent at once instead of importing it again.
         self._first_starts: dict[str, asyncio.Future[None]] = {}
         self._load_errors: dict[str, str] = {}
+        self._mcp = McpStarter(python=shutil.which(python) or python)  # the tasks' MCP servers
         self._closed = False
         self._zygotes = ZygotePool(
             python=python, startup_timeout_s=config.startup_timeout_s, kill_grace_s=kill_grace_s,
@@ -281,6 +282,7 @@ class LocalRuntime(AgentRuntime):
             try:
                 async with asyncio.timeout_at(deadline):
                     port = await self._start_once_loadable(session, spec, import_root)
+                    payload = await self._mcp.start(agent.mcp_servers, payload, lambda: self.sandbox(session_id))
                     payload, key = invocations.prepare_payload(
                         payload, result_mode=self.result_mode, exp_id=self.exp_id,
                         bucket=self.s3_bucket, input_id=str(agent.input_id or agent.task),
@@ -383,11 +385,8 @@ class LocalRuntime(AgentRuntime):
                         self.startup_timeout_s))
                 await self._wait_healthy(session, port, spec)
         except TimeoutError:
-            raise AgentFailed(
-                Status.TIMEOUT,
-                f"agent {spec} did not become ready within startup_timeout_s="
-                f"{self.startup_timeout_s:g}s" + stderr_section(session),
-            ) from None
+            raise AgentFailed(Status.TIMEOUT, f"agent {spec} did not become ready within startup_timeout_s="
+                              f"{self.startup_timeout_s:g}s" + stderr_section(session)) from None
         return port
 
     async def _launch(

@@ -116,6 +116,7 @@ async def _collect(process: asyncio.subprocess.Process, argv: tuple[str, ...], c
         await process.wait()
     except asyncio.CancelledError:
         _kill_group(process.pid)
+        readers.cancel()
         raise
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(2.0):  # grandchildren holding the pipes open are killed above
