@@ -27,11 +27,10 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from ..records import HistoryMode, SampleResult, SamplingParams, SessionLimits, TaskLimits, Trace, Usage
+from ..records import HistoryMode, SampleResult, SamplingParams, SessionLimits, TaskLimits, Usage
 from .forcing import ScriptError, normalize_script
 from .known_history import KnownHistory
 from .recent_keys import RecentKeys
@@ -39,6 +38,7 @@ from .session_errors import (
     SessionClosedError, SessionError, SessionExistsError, SessionExpiredError, TurnLimitError, UnknownSessionError,
 )
 from .rendering import Message, ParsedReply, Renderer
+from .session_records import FinishedSession, TurnStart
 from .task_budget import TaskBudget
 from .trajectory import PromptPlan, Turn, TurnTree, chain_metadata
 
@@ -52,35 +52,6 @@ MAX_SESSION_ID_LENGTH = 256
 
 # The limit names recorded in `limits_hit`: the `gateway.*` config keys.
 LIMIT_NAMES = ("max_turns", "context_budget_tokens", "idle_ttl_s", "max_lifetime_s")
-
-
-@dataclass(frozen=True)
-class TurnStart:
-    """What a turn's start tells its session, in one locked call (`Session.start_turn`): the
-    agent's ignored sampling overrides, the limits the turn ran into, and lifecycle events."""
-
-    overrides: tuple[str, ...] = ()
-    limits_hit: tuple[str, ...] = ()
-    events: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class FinishedSession:
-    session_id: str
-    traces: tuple[Trace, ...]
-    turns: int
-    usage: Usage
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "traces": [trace.to_json() for trace in self.traces],
-            "turns": self.turns,
-            "usage": {"prompt_tokens": self.usage.prompt_tokens,
-                      "completion_tokens": self.usage.completion_tokens},
-            "metadata": dict(self.metadata),
-        }
 
 
 class Session:
