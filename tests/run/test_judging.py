@@ -45,7 +45,9 @@ def test_a_judged_reward_scores_rollouts_counts_judge_errors_and_rescore_reuses_
     judged = arl.judge_reward(rubric=RUBRIC, name="quality")
     spec = make_spec(tmp_path, samples=2, rewards=[judged])
     with ScriptedJudgeServer(_pointwise) as server:
-        overrides = _judge_config(server, monkeypatch, "roles.judge.retries=1",
+        # one session at a time: the sampler's replies alternate 4 / 5 in call order, so each row gets
+        # one of each (concurrent sessions could give a row two equal replies: one question, not two)
+        overrides = _judge_config(server, monkeypatch, "roles.judge.retries=1", "runtime.concurrency=1",
                                   "roles.judge.price.prompt_per_mtok=1.0", "roles.judge.price.completion_per_mtok=4.0")
         run, outcomes, records = _eval(tmp_path, build_harness(*overrides), overrides, spec)
         asked = len(server.requests)
