@@ -28,7 +28,7 @@ from .reports.config import GatesConfig, ReportConfig
 from .runtimes.local_config import LocalRuntimeConfig
 from .runtimes.registry import RUNTIMES, runtime_spec
 from .sanity_agents import AGENTS as SANITY_AGENTS
-from .samplers.hosted_base import HostedSettings
+from .samplers.hosted import HostedSettings
 from .samplers.vllm_engine import VLLMSettings
 from .trackers.registry import build_logger_section
 from .trainers.section import GROUP_KEYS, LOOP_KEYS, TrainLoopConfig, algo_classes, build_trainer_section

@@ -17,7 +17,7 @@ from agentcore_rl_harness.config import compose_config
 from agentcore_rl_harness.judged import JudgeReward
 from agentcore_rl_harness.judges.config import JudgeConfig
 from agentcore_rl_harness.reports.model import RoleUsage
-from agentcore_rl_harness.samplers.hosted_base import HostedSettings
+from agentcore_rl_harness.samplers.hosted import HostedSettings
 from agentcore_rl_harness.tasks import task_spec
 
 PAGES = ("judges.md", "tasks.md", "reports.md", "troubleshooting.md")

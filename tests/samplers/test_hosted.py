@@ -22,8 +22,8 @@ from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer
 from agentcore_rl_harness.gateway.server import GatewayServer
 from agentcore_rl_harness.records import SamplingParams
 from agentcore_rl_harness.samplers.bedrock import BedrockChat
-from agentcore_rl_harness.samplers.hosted import NoTokens, build_hosted, check_mode
-from agentcore_rl_harness.samplers.hosted_base import HostedSettings
+from agentcore_rl_harness.samplers.hosted import HostedSettings, NoTokens, check_mode
+from agentcore_rl_harness.samplers.hosted_factory import build_hosted
 
 MODEL = "amazon.nova-lite-v1:0"
 TOOLS = [{"type": "function", "function": {"name": "add", "description": "Add two numbers.", "parameters": {

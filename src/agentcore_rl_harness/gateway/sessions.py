@@ -5,19 +5,16 @@ A finished session stays known as closed for `FINISHED_KEYS_KEPT_S` (at most `MA
 `recent_keys.RecentKeys`), so a late request with its key is refused as finished; later it is
 an unknown key (still refused).
 
-Lifecycle limits (`records.SessionLimits`, defaults sized for 8-hour sessions): `max_turns` caps
-the model requests of a session (the next one is refused with `TurnLimitError`, HTTP 429);
-`context_budget_tokens` bounds prompt + reply of each turn (applied in `turn.py`); `idle_ttl_s`
-ends a session that made no request for that long (a turn being sampled is activity);
-`max_lifetime_s` ends a session that long after it opened. An expired session is reaped: the
-request that finds it expired is refused (`SessionExpiredError`, HTTP 401 `session_expired`), and
-`reap_expired` (the server's reaper thread) closes expired sessions whose turns have all ended.
-A reaped session's traces are kept as a `FinishedSession` with `metadata["reaped"] = True`,
-returned by `finish` and listed by `reaped()` until collected; its key is refused from then on.
+Lifecycle limits (`records.SessionLimits`, which says what each means): a session over
+`max_turns` is refused with `TurnLimitError` (HTTP 429); `context_budget_tokens` is applied in
+`turn.py`. An expired session is reaped: the request that finds it expired is refused
+(`SessionExpiredError`, HTTP 401 `session_expired`), and `reap_expired` (the server's reaper
+thread) closes expired sessions whose turns have all ended; its traces are kept as a
+`FinishedSession` with `metadata["reaped"] = True`, returned by `finish` and listed by
+`reaped()` until collected; its key is refused from then on.
 
 Every limit a session hits is named in `metadata["limits_hit"]` (session and each trace), so the
-rollout record says why a session ended short. Turns a hosted model answered count as turns
-(`record_passthrough`, `passthrough.py`) and leave no trace.
+rollout record says why a session ended short. Hosted-model turns count, with no trace.
 """
 
 from __future__ import annotations
@@ -27,10 +24,11 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from ..records import HistoryMode, SampleResult, SamplingParams, SessionLimits, TaskLimits, Usage
+from ..records import HistoryMode, SampleResult, SamplingParams, SessionLimits, TaskLimits, Trace, Usage
 from .forcing import ScriptError, normalize_script
 from .known_history import KnownHistory
 from .recent_keys import RecentKeys
@@ -38,20 +36,45 @@ from .session_errors import (
     SessionClosedError, SessionError, SessionExistsError, SessionExpiredError, TurnLimitError, UnknownSessionError,
 )
 from .rendering import Message, ParsedReply, Renderer
-from .session_records import FinishedSession, TurnStart
 from .task_budget import TaskBudget
 from .trajectory import PromptPlan, Turn, TurnTree, chain_metadata
 
-__all__ = [
-    "LIMIT_NAMES", "FinishedSession", "Session", "SessionClosedError", "SessionError",
-    "SessionExistsError", "SessionExpiredError", "SessionLimits", "SessionStore", "TurnLimitError",
-    "TurnStart", "UnknownSessionError",
-]
+__all__ = ["LIMIT_NAMES", "FinishedSession", "Session", "SessionClosedError", "SessionError", "SessionExistsError",
+           "SessionExpiredError", "SessionLimits", "SessionStore", "TurnLimitError", "TurnStart", "UnknownSessionError"]
 
 MAX_SESSION_ID_LENGTH = 256
 
 # The limit names recorded in `limits_hit`: the `gateway.*` config keys.
 LIMIT_NAMES = ("max_turns", "context_budget_tokens", "idle_ttl_s", "max_lifetime_s")
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """What a turn's start tells its session, in one locked call (`Session.start_turn`): the
+    agent's ignored sampling overrides, the limits the turn ran into, and lifecycle events."""
+
+    overrides: tuple[str, ...] = ()
+    limits_hit: tuple[str, ...] = ()
+    events: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FinishedSession:
+    session_id: str
+    traces: tuple[Trace, ...]
+    turns: int
+    usage: Usage
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "traces": [trace.to_json() for trace in self.traces],
+            "turns": self.turns,
+            "usage": {"prompt_tokens": self.usage.prompt_tokens,
+                      "completion_tokens": self.usage.completion_tokens},
+            "metadata": dict(self.metadata),
+        }
 
 
 class Session:

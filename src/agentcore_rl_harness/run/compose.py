@@ -111,7 +111,7 @@ def load_policy(config: HarnessConfig, *, run_dir: Path | None = None) -> Policy
         return Policy(sampler=trainer.sampler, tokenizer=tokenizer, context_window=window, trainer=trainer,
                       where=f"trainer={config.trainer.trainer.kind} service; tokenizer {model_dir}")
     if config.sampler.kind == "hosted":  # evaluation only: the model's window is the host's business
-        from ..samplers.hosted import build_hosted
+        from ..samplers.hosted_factory import build_hosted
 
         chat, no_tokens = build_hosted(config.sampler.hosted)
         return Policy(sampler=no_tokens, tokenizer=tokenizer, chat=chat, where=f"hosted {chat.describe()}, "

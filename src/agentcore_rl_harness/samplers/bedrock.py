@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError, SamplingError
 from ..records import SamplingParams, Usage
-from .hosted_base import HostedSettings, parsed_reply
+from .hosted import HostedSettings, parsed_reply
 
 # Converse error codes -> what the user must fix.
 _CREDENTIALS = ("UnrecognizedClientException", "AccessDeniedException", "ExpiredTokenException",
