@@ -51,11 +51,15 @@ class JudgeReward(RewardFn):
                         "list it in @arl.task(rewards=[...])")
 
 
-def judge_reward(*, rubric: str, name: str | None = None, weight: float = 1.0, group: bool = False) -> JudgeReward:
+def judge_reward(function: Any = None, /, *, rubric: str | None = None, name: str | None = None,
+                 weight: float = 1.0, group: bool = False) -> JudgeReward:
     """Declare a judged reward: list it in `@task(rewards=[...])` as is (the judge reads
     `default_transcript`), or decorate a `(rollout, row) -> str` function that gives what the
     judge reads (its name is the reward's). `group=True`: the whole group in one call, scores
     relative to each other."""
+    if function is not None:  # `@arl.judge_reward` bare, as `@arl.reward` may be
+        raise TypeError(f"@judge_reward on {getattr(function, '__name__', function)!r} needs its rubric: write "
+                        "@arl.judge_reward(rubric=\"1 if ..., else 0\") (with parentheses)")
     if not isinstance(rubric, str) or not rubric.strip():
         raise ValueError(f"@judge_reward(rubric={rubric!r}): give the rubric the judge scores against, "
                          "e.g. rubric=\"1 if the reply answers the question correctly, else 0\"")

@@ -19,7 +19,14 @@ HI = [{"role": "user", "content": "hi"}]
 
 
 def test_ttl_reaping_keeps_traces_and_refuses_the_key(gateway_factory):
-    server, _ = gateway_factory(["first reply"], config=GatewayConfig(idle_ttl_s=0.3, reap_interval_s=0.05))
+    server, _ = gateway_factory(["warm-up", "first reply"],
+                                config=GatewayConfig(idle_ttl_s=1.0, reap_interval_s=0.05))
+    # the openai client's first call imports its types (seconds on a loaded machine): pay that on
+    # a session finished at once, so the one under test reaches its first request inside the TTL
+    warm = server.sessions.open()
+    openai.OpenAI(base_url=server.base_url, api_key=warm, max_retries=0).chat.completions.create(
+        model="m", messages=HI)
+    server.sessions.finish(warm)
     session_id = server.sessions.open()
     client = openai.OpenAI(base_url=server.base_url, api_key=session_id, max_retries=0)
     client.chat.completions.create(model="m", messages=HI)
@@ -29,7 +36,7 @@ def test_ttl_reaping_keeps_traces_and_refuses_the_key(gateway_factory):
     (reaped,) = server.sessions.reaped()
     assert reaped.session_id == session_id and reaped.metadata["reaped"] is True and reaped.turns == 1
     assert reaped.metadata["limits_hit"] == ["idle_ttl_s"]
-    with pytest.raises(openai.AuthenticationError, match="made no request for 0.3 s"):
+    with pytest.raises(openai.AuthenticationError, match="made no request for 1 s"):
         client.chat.completions.create(model="m", messages=HI)
     finished = server.sessions.finish(session_id)
     assert finished is reaped and len(finished.traces) == 1 and server.sessions.reaped() == ()

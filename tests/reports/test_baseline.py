@@ -25,7 +25,9 @@ def test_a_hosted_baseline_report_says_it_captured_no_tokens():
     text = render_markdown(_report({1, 2}, run_id="hosted-run", config=HOSTED))
     assert "> **NOTE** Hosted baseline: every turn passed through to gpt-4.1-mini (openai, " \
            "https://api.openai.com/v1) (sampler=hosted). No token capture" in text
-    assert "--agentcore-rl-compare hosted-run" in text
+    # a bare run id is no path --agentcore-rl-compare can find: the note says to give the directory
+    assert "--agentcore-rl-compare with this run's directory (.../hosted-run) or a name saved with " \
+           "--agentcore-rl-save-baseline" in text
     assert "NOTE" not in render_markdown(_report({1, 2}, run_id="plain"))
 
 

@@ -56,17 +56,20 @@ def _details(case):
 
 
 def test_junit_has_one_case_per_rollout_and_suite_properties(tmp_path):
-    report = _report(ROLLOUTS)
-    root = ET.fromstring(render_junit(report, ROLLOUTS))
+    rollouts = [*ROLLOUTS,
+                make_rollout("g", status=Status.LIMIT_EXCEEDED, success=False, reward=None, error="limits.turns=2"),
+                make_rollout("h", status=Status.JUDGE_ERROR, success=None, reward=None, error="judge_error: ...")]
+    report = _report(rollouts)
+    root = ET.fromstring(render_junit(report, rollouts))
     cases = root.findall(".//testcase")
-    assert len(cases) == 6
-    assert len(root.findall(".//testcase/failure")) == 3
-    assert len(root.findall(".//testcase/error")) == 2  # infra_error and task_error
+    assert len(cases) == 8
+    assert len(root.findall(".//testcase/failure")) == 4  # limit_exceeded is the agent's failure
+    assert len(root.findall(".//testcase/error")) == 3  # infra_error, task_error, judge_error: not the agent's
     assert not root.findall(".//testcase/properties")  # the strict schema has none in a testcase
     assert {_details(case)["status"] for case in cases} == {s.value for s in Status}
     first = _details(cases[0])
     assert {"reward", "status", "session_id", "elapsed_s", "phase"} <= set(first)
-    assert first["status"] == "completed" and first["session_id"] == ROLLOUTS[0].session_id
+    assert first["status"] == "completed" and first["session_id"] == rollouts[0].session_id
     suite_props = {p.get("name"): p.get("value") for p in root.find("testsuite/properties")}
     assert suite_props["mode"] == "eval" and json.loads(suite_props["overrides"]) == ["model=tiny"]
     assert {"model", "trainer"} <= set(suite_props)

@@ -45,7 +45,9 @@ def test_a_judged_reward_scores_rollouts_counts_judge_errors_and_rescore_reuses_
     judged = arl.judge_reward(rubric=RUBRIC, name="quality")
     spec = make_spec(tmp_path, samples=2, rewards=[judged])
     with ScriptedJudgeServer(_pointwise) as server:
-        overrides = _judge_config(server, monkeypatch, "roles.judge.retries=1",
+        # one session at a time: the sampler's replies alternate 4 / 5 in call order, so each row gets
+        # one of each (concurrent sessions could give a row two equal replies: one question, not two)
+        overrides = _judge_config(server, monkeypatch, "roles.judge.retries=1", "runtime.concurrency=1",
                                   "roles.judge.price.prompt_per_mtok=1.0", "roles.judge.price.completion_per_mtok=4.0")
         run, outcomes, records = _eval(tmp_path, build_harness(*overrides), overrides, spec)
         asked = len(server.requests)
@@ -127,3 +129,17 @@ def test_a_policy_judge_samples_the_policy_directly_and_never_enters_a_trace(
         assert POINTWISE_SYSTEM not in tiny_tokenizer.decode(tokens)
     report = json.loads((run.run_dir / "report.json").read_text())
     assert report["roles"]["policy"]["calls"] == 4 and report["roles"]["judge"]["calls"] == 2
+
+
+def test_an_openai_judge_without_its_key_is_a_judge_error_naming_the_variable(tmp_path, build_harness, monkeypatch):
+    """A judge set up wrong is the judge's failure (judge_error), not a bug in the task (task_error)."""
+    monkeypatch.delenv("ARL_UNSET_JUDGE_KEY", raising=False)
+    spec = make_spec(tmp_path, samples=1, rewards=[arl.judge_reward(rubric=RUBRIC)])
+    with ScriptedJudgeServer(['{"score": 1}']) as server:
+        overrides = ["roles.judge.kind=openai", "roles.judge.model=judge-test", f"roles.judge.base_url={server.base_url}",
+                     "roles.judge.api_key_env=ARL_UNSET_JUDGE_KEY"]
+        _, outcomes, records = _eval(tmp_path, build_harness(*overrides), overrides, spec)
+    assert not server.requests
+    assert {r["status"] for r in records} == {"judge_error"} and set(outcomes.values()) == {"ItemFailed"}
+    assert all("could not be set up" in r["error"] and "ARL_UNSET_JUDGE_KEY, which is not set" in r["error"]
+               for r in records)

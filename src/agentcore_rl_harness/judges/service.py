@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import JudgeError
+from ..errors import HarnessError, JudgeError
 from .clients import JudgeAnswer, JudgeCallError, JudgeClient
 from .config import JudgeConfig
 from .protocol import Malformed, Message, Verdict, group_messages, parse_group, parse_pointwise, pointwise_messages, retry_message
@@ -139,7 +139,10 @@ class JudgeService:
             self._slots = asyncio.Semaphore(self.config.concurrency)
         async with self._slots:
             if self._client is None:
-                self._client = self._make_client()
+                try:
+                    self._client = self._make_client()
+                except HarnessError as exc:  # a key, package or region missing: the judge's, not the task's
+                    raise JudgeError(f"judge_error: the judge ({self.identity}) could not be set up: {exc}") from exc
             self.calls += 1
             try:
                 return await asyncio.wait_for(self._client.complete(conversation), self.config.timeout_s)

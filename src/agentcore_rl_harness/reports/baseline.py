@@ -43,7 +43,7 @@ def hosted_note(report: Report) -> str | None:
     return (f"Hosted baseline: every turn passed through to {model} (sampler=hosted). No token capture: "
             "its rollouts have no token ids, logprobs or traces and cannot be trained on; token counts "
             "are the hosted API's. Pair a trained run with it: --agentcore-rl-compare "
-            f"{report.run.id}.")
+            f"with this run's directory (.../{report.run.id}) or a name saved with --agentcore-rl-save-baseline.")
 
 
 def baseline_section(report: Report) -> list[str]:
