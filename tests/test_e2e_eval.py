@@ -137,7 +137,7 @@ def test_agent_failures_are_rollout_statuses_and_the_run_goes_on(pytester, tiny_
     ]
     _project(pytester, rows)
     result = _run(pytester, "--agentcore-rl-set", "eval.samples=1",
-                  "--agentcore-rl-set", "eval.timeout_s=8")
+                  "--agentcore-rl-set", "eval.timeout_s=25")
     assert result.ret == 0, result.stdout.str()[-3000:]
     result.assert_outcomes(passed=2, failed=3)
     by_row = {r["row_id"]: r for r in _records(pytester)}

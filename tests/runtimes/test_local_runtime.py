@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -109,14 +110,19 @@ async def test_echo_agent_answers_in_an_isolated_process(start_method, monkeypat
 
 
 @both_start_methods
-async def test_base_dir_holds_session_directories(tmp_path, start_method):
-    rt = LocalRuntime(LocalRuntimeConfig(start_method=start_method), base_dir=tmp_path / "sessions", kill_grace_s=0.5)
+async def test_base_dir_holds_session_directories(start_method):
+    # a short base: the agent's unix socket lives in the session dir (107-byte path limit), and
+    # pytest's tmp_path under xdist is long
+    base = Path(tempfile.mkdtemp(prefix="arl-t-"))
+    rt = LocalRuntime(LocalRuntimeConfig(start_method=start_method), base_dir=base / "sessions", kill_grace_s=0.5)
     outcome = await rt.run_session(
         agent=agent("echo_agent.py"), session_id="s", payload={}, timeout_s=20
     )
     await rt.aclose()
-    assert Path(outcome.result["cwd"]).parent == tmp_path / "sessions"
-    assert list((tmp_path / "sessions").iterdir()) == []
+    assert Path(outcome.result["cwd"]).parent == base / "sessions"
+    assert list((base / "sessions").iterdir()) == []
+    (base / "sessions").rmdir()
+    base.rmdir()
 
 
 async def test_streaming_agent_result_is_the_last_event(runtime):
@@ -190,12 +196,12 @@ async def test_hanging_agent_times_out_and_its_process_group_is_killed(runtime, 
     started = time.monotonic()
     outcome = await runtime.run_session(
         agent=agent("hanging_agent.py"), session_id="s-hang", payload={"pid_file": str(pid_file)},
-        timeout_s=2.5,
+        timeout_s=6,  # the agent's start counts: on a loaded machine it needs seconds
     )
     wall = time.monotonic() - started
     assert outcome.status is Status.TIMEOUT
-    assert "2.5s" in outcome.error and "s-hang" in outcome.error
-    assert wall < 2.5 + runtime.kill_grace_s + 1.5
+    assert "6s" in outcome.error and "s-hang" in outcome.error
+    assert wall < 6 + runtime.kill_grace_s + 1.5
     pids = json.loads(pid_file.read_text())
     await asyncio.sleep(0.2)  # let init reap the orphaned grandchild
     assert not alive(pids["pid"]), "the agent process survived"
@@ -278,7 +284,7 @@ async def test_concurrency_bounds_live_sessions(start_method):
     outcomes = await asyncio.gather(
         *(
             rt.run_session(
-                agent=agent("slow_agent.py"), session_id=f"s{i}", payload={"sleep_s": 0.6},
+                agent=agent("slow_agent.py"), session_id=f"s{i}", payload={"sleep_s": 3.0},
                 timeout_s=30,
             )
             for i in range(4)

@@ -286,4 +286,5 @@ def test_one_group_builder_a_finished_rollout_without_a_reward_trains_on_its_suc
     assert excluded == {"timeout": 1}
     loop_groups, loop_excluded = build_groups([passed, failed, lost])
     assert loop_groups == groups
-    assert loop_excluded == {"timeout": 1, "agent_error": 0, "infra_error": 0, "task_error": 0}
+    assert loop_excluded == {"timeout": 1, "agent_error": 0, "infra_error": 0, "task_error": 0,
+                             "judge_error": 0, "limit_exceeded": 0}

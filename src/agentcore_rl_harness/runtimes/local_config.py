@@ -19,7 +19,7 @@ class LocalRuntimeConfig:
     # Agent sessions alive at once. 8: each is a Python process on this machine (about 0.8
     # CPU-seconds to start, tens of MB each), and they share the cores with the sampler.
     concurrency: int = 8
-    startup_timeout_s: float = 60.0  # seconds an agent process may take to serve its first request
+    startup_timeout_s: float = 180.0  # seconds an agent process may take to serve its first request (many starting at once on 2 cores take minutes)
     env_passthrough: tuple[str, ...] = ()  # extra environment variable names the agent process may see
     # spawn: a fresh interpreter per session; fork: forked from a per-agent zygote that imported
     # the agent once (isolation=none only); auto: spawn when sessions are isolated, else fork
