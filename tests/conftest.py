@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -74,3 +75,29 @@ def pytest_sessionstart(session):
             missing.append(f"{name} ({exc})")
     if missing:
         raise pytest.UsageError(f"CI needs these installed by scripts/setup test: {', '.join(missing)}")
+
+
+# The slowest files (seconds summed over their tests, `pytest -n 2 --durations=0`, 2026-12-07):
+# under `--dist loadfile` files go to the workers in collection order, so the slowest go first and
+# the short ones fill in at the end instead of one worker finishing a long e2e file alone.
+SLOWEST_FIRST = (
+    "test_sweep.py", "test_sharding.py", "test_e2e_run.py", "test_e2e_eval.py", "test_sanity_agents.py",
+    "samplers/test_vllm_real.py", "tasks_office/test_office_lift.py", "test_progress.py", "test_scaffold.py",
+    "test_plugin.py", "trainers/test_sagemaker_trainer.py", "trainers/test_tinker_trainer.py",
+    "docs/test_tutorial.py", "test_e2e_warmup.py", "test_e2e_silent.py", "test_pytest_outcomes.py",
+    "runtimes/test_local_runtime.py", "test_resume_kill.py", "test_e2e_robust.py", "test_e2e_art.py",
+    "test_e2e_async.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    root = Path(__file__).resolve().parent
+
+    def rank(item) -> int:
+        try:
+            name = Path(str(item.fspath)).resolve().relative_to(root).as_posix()
+        except ValueError:
+            return len(SLOWEST_FIRST)
+        return SLOWEST_FIRST.index(name) if name in SLOWEST_FIRST else len(SLOWEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order inside a file and among the rest is kept
