@@ -15,6 +15,15 @@ def pytest_configure(config):
     # first (numpy, scipy), whose C extensions cannot load twice, so later tests failed or passed
     # depending on which files ran before them.
     config.option.runpytest = "subprocess"
+    # torch._dynamo (which transformers imports lazily on the first model load) imports
+    # torch._inductor.test_operators; its name matches test_*.py, so pytest's assertion rewriter
+    # takes it, and a first import that races another thread's (a trainer update, a server)
+    # registered its torch library twice ("Only a single TORCH_LIBRARY ... _inductor_test").
+    # Imported here, once, before any test starts a thread.
+    try:
+        import torch._dynamo  # noqa: F401
+    except ImportError:
+        pass
 
 
 @pytest.fixture(scope="session")
