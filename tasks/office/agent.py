@@ -15,7 +15,6 @@ with the conversation so far; the task's reward then scores whatever the files h
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import office_tools
@@ -48,14 +47,7 @@ def office_tool(function: Any) -> Any:
     """A LangChain tool whose bad input (a path outside the files, a broken file) comes back
     to the model as an `error: ...` result it can react to, instead of ending the graph."""
 
-    @functools.wraps(function)
-    def run(*args: Any, **kwargs: Any) -> str:
-        try:
-            return function(*args, **kwargs)
-        except (ValueError, OSError, KeyError) as exc:
-            return f"error: {exc}"
-
-    return tool(run)
+    return tool(office_tools.guarded(function))
 
 
 ls, read, send_email, add_event, write, set_cell = (

@@ -12,30 +12,15 @@ input comes back to the model as `error: ...`, as in the LangGraph agent.
 from __future__ import annotations
 
 import argparse
-import functools
-from typing import Any
 
 import office_tools
 from mcp.server.mcpserver import MCPServer
 
 
-def guarded(function: Any) -> Any:
-    """The tool, with a bad path or a broken file answered as `error: ...` text."""
-
-    @functools.wraps(function)
-    def run(*args: Any, **kwargs: Any) -> str:
-        try:
-            return function(*args, **kwargs)
-        except (ValueError, OSError, KeyError) as exc:
-            return f"error: {exc}"
-
-    return run
-
-
 def build_server() -> MCPServer:
     server = MCPServer("office", instructions="Office files: mail/, calendar/, docs/, data/.", log_level="WARNING")
     for name in office_tools.NAMES:
-        server.tool(name=name)(guarded(getattr(office_tools, name)))
+        server.tool(name=name)(office_tools.guarded(getattr(office_tools, name)))
     return server
 
 

@@ -6,6 +6,7 @@ model sees the same tools either way."""
 from __future__ import annotations
 
 import csv
+import functools
 import email
 import email.policy
 import re
@@ -202,3 +203,17 @@ def set_cell(path: str, cell: str, value: str) -> str:
 
 
 NAMES = ("ls", "read", "send_email", "add_event", "write", "set_cell")
+
+
+def guarded(function: Any) -> Any:
+    """The tool, with a bad path or a broken file answered to the model as `error: ...` text it
+    can react to (the LangGraph agent's tools and the MCP server's both)."""
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> str:
+        try:
+            return function(*args, **kwargs)
+        except (ValueError, OSError, KeyError) as exc:
+            return f"error: {exc}"
+
+    return run
