@@ -410,8 +410,8 @@ SCRIPT = textwrap.dedent("""
 
     mode, overrides = sys.argv[1], sys.argv[2:]
     if mode == "plugin":
-        from agentcore_rl_harness.plugin import _interrupt_on_sigterm
-        _interrupt_on_sigterm()
+        from agentcore_rl_harness import interrupts
+        interrupts.install()
     section = compose_config(overrides).typed.trainer
     trainer = spec_for("sagemaker").load_factory()(section=section, model_dir=None, tokenizer=None, config=None)
     if mode == "plugin":  # harness-like: the run's finally closes the trainer

@@ -10,10 +10,13 @@ import asyncio
 import concurrent.futures
 import inspect
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+WAKE_S = 0.2  # how often the main thread, waiting on the loop, looks for a signal handed to another thread
 
 
 class LoopThread:
@@ -32,7 +35,20 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        return self.submit(coro).result(timeout)
+        future = self.submit(coro)
+        if threading.current_thread() is not threading.main_thread():
+            return future.result(timeout)
+        # The main thread waits in slices: a signal the kernel hands to another thread (this
+        # loop's, an update's) only sets a flag, and Python runs the handler (Ctrl-C's clean stop)
+        # when the main thread next wakes; a wait without a timeout would sleep until the work ends.
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = WAKE_S if deadline is None else min(WAKE_S, max(0.0, deadline - time.monotonic()))
+            try:
+                return future.result(wait)
+            except concurrent.futures.TimeoutError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
 
     def block_on(self, coro: Coroutine[Any, Any, T], *, refusal: str) -> T:
         """`run` for sync APIs over async ones: called on this loop itself (from async code) it

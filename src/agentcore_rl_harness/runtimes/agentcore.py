@@ -313,7 +313,7 @@ class AgentCoreRuntime(AgentRuntime):
     def _payload_bytes(
         self, agent: AgentRef, session_id: str, payload: dict[str, Any]
     ) -> tuple[bytes, str | None]:
-        rollout = {"session_id": session_id, **(payload.get("_rollout") or {}), **stdio_only(agent.mcp_servers)}
+        rollout = {**(payload.get("_rollout") or {}), "session_id": session_id, **stdio_only(agent.mcp_servers)}
         payload, key = invocations.prepare_payload(
             {**payload, "_rollout": rollout}, result_mode=self.result_mode, exp_id=self.exp_id,
             bucket=self.s3_bucket, session_id=session_id,
