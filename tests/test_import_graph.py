@@ -20,7 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gateway",),
     ("samplers", "runtimes", "judges"),
     ("trainers", "tinker_server"),
-    ("reports", "trackers", "viewer"),
+    ("reports", "trackers", "viewer", "recipe"),
     ("config",),
     ("run",),
     ("fixtures", "plugin", "pytest_outcomes", "sharding", "_shard_scheduling", "integrations", "sweep",

@@ -23,6 +23,7 @@ from .config_schema import build, plain, unknown_key_message
 from .errors import ConfigError
 from .gateway.config import GatewayConfig
 from .judges.config import RolesConfig
+from .recipe.config import RecipeConfig
 from .records import SamplingParams
 from .reports.config import GatesConfig, ReportConfig
 from .runtimes.local_config import LocalRuntimeConfig
@@ -136,12 +137,12 @@ class HarnessConfig:
     agent: str = TASK_AGENT  # task: each task's own agent; oracle / null: a sanity agent; or a file / module:app
     logger: dict[str, Any] = field(default_factory=dict)  # tracker name -> its typed node (trackers/)
     roles: RolesConfig = field(default_factory=RolesConfig)  # models by role besides the policy (judges/config.py)
+    recipe: RecipeConfig = field(default_factory=RecipeConfig)  # recipe=auto | none (recipe/config.py)
 
     def eval_sampling(self) -> SamplingParams | None:
         """Evaluation rollouts' sampling: `sampling` at `eval.temperature`; None when that is unset."""
-        if self.eval.temperature is None:
-            return None
-        return dataclasses.replace(self.sampling.to_params(), temperature=self.eval.temperature)
+        return None if self.eval.temperature is None else dataclasses.replace(
+            self.sampling.to_params(), temperature=self.eval.temperature)
 
 
 def check_agent(agent: str, runtime_kind: str) -> None:
@@ -301,7 +302,7 @@ def composed_from(resolved: dict[str, Any], *, overrides: typing.Sequence[str], 
         value = getattr(getattr(typed, section), name)
         if value not in choices:
             raise ConfigError(f"{key}={value!r} is not supported; valid choices: {list(choices)}")
-    for section in (typed.runtime, typed.gateway, typed.eval, typed.gates, typed.report, typed.warmup, typed.roles):
+    for section in (typed.runtime, typed.gateway, typed.eval, typed.gates, typed.report, typed.warmup, typed.roles, typed.recipe):
         section.validate()
     check_agent(typed.agent, typed.runtime.kind)
     check_warmup(typed)

@@ -222,7 +222,7 @@ def build_report(
     versions: dict[str, str], git_sha: str | None, started_at: str, wall_time_s: float,
     rollouts: Sequence[Rollout], item_phase: str, train_steps: Sequence[dict[str, Any]] = (),
     tags: Mapping[str, Sequence[str]] | None = None, discarded: Sequence[Rollout] = (),
-    roles: Mapping[str, Mapping[str, Any]] | None = None,
+    roles: Mapping[str, Mapping[str, Any]] | None = None, recipe: dict[str, Any] | None = None,
 ) -> Report:
     """The report of one run. `tags` maps task -> its tags; `discarded` are earlier attempts
     (rollouts.discarded.jsonl) that make their redone rollouts count as retried. Bootstrap
@@ -242,6 +242,7 @@ def build_report(
         task_tags={task: values for task, values in sorted(tags.items()) if values},
         outcomes=outcomes(items, retried),
         roles={role: RoleUsage(**usage) for role, usage in (roles or {}).items()},
+        recipe=recipe,
     )
     if mode == "run":
         pre, post = _phase(unique, "pre"), _phase(unique, "post")
@@ -258,6 +259,9 @@ def build_report(
             TrainStep(step=line["step"], reward_mean=line.get("reward_mean"),
                       success_rate=line.get("success_rate"), loss=line.get("loss"),
                       trained_tokens=line.get("trained_tokens"), informative_fraction=_informative(line)[2],
+                      reward_spread=line.get("reward_spread"), kl_initial=line.get("kl_initial"),
+                      clip_fraction=line.get("clip_fraction"),
+                      adapted=[f"{c['key']}={c['value']}" for c in line.get("recipe") or [] if c.get("applied")],
                       **_async_counts(line))
             for line in train_steps
         ]

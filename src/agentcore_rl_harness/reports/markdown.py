@@ -62,16 +62,32 @@ def _delta_section(report: Report) -> list[str]:
     return lines
 
 
+def _recipe_section(report: Report) -> list[str]:
+    """recipe=auto's choices, one line each with its reason (RUN_DIR/recipe.json)."""
+    choices = (report.recipe or {}).get("choices") or []
+    if not choices:
+        return []
+    lines = ["", "## Recipe (recipe=auto)", ""]
+    for choice in choices:
+        verb = "=" if choice.get("applied") else "stays"
+        lines.append(f"- {md_cell(choice.get('at', ''))}: `{choice['key']}` {verb} `{md_cell(repr(choice['value']))}`: "
+                     f"{md_cell(choice.get('reason', ''))}")
+    return lines
+
+
 def _train_section(report: Report) -> list[str]:
     if not report.train:
         return []
-    lines = ["", "## Training reward per step", "",
-             "| step | reward | success | loss | informative groups | tokens trained |",
-             "|---|---|---|---|---|---|"]
+    lines = ["", "## Training reward and signal per step", "",
+             "| step | reward | success | loss | informative groups | reward spread | tokens trained | "
+             "KL to initial | clipped | recipe |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for step in report.train:
         tokens = "n/a" if step.trained_tokens is None else str(step.trained_tokens)
         lines.append(f"| {step.step} | {num(step.reward_mean)} | {pct(step.success_rate)} | "
-                     f"{num(step.loss, 4)} | {pct(step.informative_fraction)} | {tokens} |")
+                     f"{num(step.loss, 4)} | {pct(step.informative_fraction)} | {num(step.reward_spread)} | "
+                     f"{tokens} | {num(step.kl_initial, 4)} | {pct(step.clip_fraction)} | "
+                     f"{md_cell(', '.join(step.adapted)) or '—'} |")
     async_steps = [step for step in report.train if step.staleness is not None]
     if async_steps:
         lags: dict[str, int] = {}
@@ -162,6 +178,7 @@ def render_markdown(report: Report, *, files_at: Path | None = None, rollouts: S
     lines += _failures_section(report)
     lines += _roles_section(report)
     lines += _failed_section(rollouts, tokenizer)
+    lines += _recipe_section(report)
     lines += _train_section(report)
     lines += [
         "",

@@ -7,6 +7,7 @@ agentcore_rl_harness.reports.model > report.schema.json`); a test keeps the two 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -124,6 +125,14 @@ class TrainStep(BaseModel):
         default=None, description="trainer.mode=async: trained samples by lag in policy versions.")
     sync_s: float | None = Field(
         default=None, description="Seconds the step's weight sync to the sampler took (LoRA push or full reload).")
+    reward_spread: float | None = Field(
+        default=None, description="Mean within-group std of the training rewards (0: no group could teach).")
+    kl_initial: float | None = Field(
+        default=None, description="k3 estimate of KL(initial policy || policy after the step) on step 1's tokens.")
+    clip_fraction: float | None = Field(
+        default=None, description="Share of trained tokens whose importance ratio was clipped or truncated.")
+    adapted: list[str] = Field(
+        default_factory=list, description="recipe=auto's choices at this step, e.g. algo.group_size=16.")
 
 
 class TrainingSummary(BaseModel):
@@ -221,6 +230,9 @@ class Report(BaseModel):
         default=None, description="Set with --agentcore-rl-compare: this run paired with the baseline run.")
     interrupted: Interrupted | None = Field(
         default=None, description="Set when the run was stopped before it finished; how to resume it.")
+    recipe: dict[str, Any] | None = Field(
+        default=None, description="recipe=auto: each choice (key, value, reason, whether applied, when) and "
+                                  "the observations behind them (RUN_DIR/recipe.json).")
 
 
 def json_schema() -> dict:

@@ -18,9 +18,9 @@ from ..tasks import TaskSpec
 
 
 # The phases whose rollouts measure the policy (eval mode's items, and run mode's pre, after the
-# warm-up and post): they sample with `eval.temperature` when it is set. train and collect rollouts
+# warm-up and post; recipe=auto's "probe" of train rows): they sample with `eval.temperature` when it is set. train and collect rollouts
 # feed a trainer and keep `sampling.temperature`.
-EVAL_PHASES = frozenset({"eval", "pre", "warmup", "post"})
+EVAL_PHASES = frozenset({"eval", "pre", "warmup", "post", "probe"})
 DEMO_PHASE = "demo"  # the warm-up's teacher-forced oracle episodes (`warmup.py`)
 
 

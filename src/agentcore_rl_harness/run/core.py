@@ -7,9 +7,8 @@
 built from the config unless `harness=` is given (a test passes one over the shipped fakes).
 `pytest_outcomes` maps pytest's outcomes to it and its results back to pytest.
 
-Long because the run's order of events lives in one place: open, reload, trackers, pre-eval,
-warm-up, training, items, release of kept sessions, reports and the trackers' end; each step's
-work is in its own module (trackers: `tracking.py`) and `Run` only sequences them.
+Long because the run's order of events lives in one place (open, reload, trackers, pre-eval, warm-up,
+training, items, reports); each step's work is in its own module and `Run` only sequences them.
 """
 
 from __future__ import annotations
@@ -40,6 +39,7 @@ from .cases import Case, Episode
 from .compose import Harness
 from .inflight import in_flight
 from .plan import PlannedItem, TrainItem, case_key, plan_cases
+from .recipe import configure, recipe_of, step_adapter, warm_up as recipe_warm_up
 from .rundir import RunDir
 from .schedule import RunningBatch, Scheduler, episode_or_failure
 from .scoring import RolloutHandle, Scorer, item_verdict
@@ -74,6 +74,7 @@ class Run:
     interrupted: bool = False  # stopped (Ctrl-C, SIGTERM) before it finished
     report: Report | None = None
     tracking: Tracking | None = None  # logger=...: opened with the run directory
+    recipe: Any = None  # recipe=auto's choices (`recipe.RecipeLog`), made before the harness is built
     _scheduler: Scheduler | None = None
 
     @classmethod
@@ -136,6 +137,7 @@ class Run:
     def parts(self) -> Harness:
         """The harness (sampler, gateway, runtime, trainer), built on first use; not started."""
         if self.harness is None:
+            configure(self)  # recipe=auto's start-up choices (run/recipe.py) change the config first
             self.harness = Harness(self.config.typed, progress=self.write, private_dirs=(self.run_dir,))
         return self.harness
 
@@ -205,7 +207,7 @@ class Run:
                 self._evaluate_as(cases, phase="pre", label="pre-eval")
                 if self.tracking:
                     self.tracking.summary(pre_eval_metrics(self.rollouts, self.config.typed.seed), step=0)
-            if self.config.typed.warmup.enabled and start_step == 0:  # a checkpoint holds it already
+            if start_step == 0:  # a checkpoint holds the warm-up already
                 self._warm_up(specs, cases)
             plan = harness.train_plan()
             self.train_steps_total = plan.steps
@@ -217,7 +219,8 @@ class Run:
                 return
             loop = TrainingLoop(plan=plan, specs=specs, start_cases=self.start_batch, score=self.score_and_record,
                                 trainer=trainer, run_dir=self.run_dir, write=self.write, start_step=start_step,
-                                on_step=self.tracking.step if self.tracking else None)
+                                on_step=self.tracking.step if self.tracking else None,
+                                adapt=step_adapter(self, trainer, plan, specs))
             self.train_steps += loop.run(lambda groups: harness.loop.run(trainer.step(groups=groups)))
         except (HarnessError, ValueError, RuntimeError, OSError) as exc:
             self.training_error = f"{type(exc).__name__}: {exc}"
@@ -225,12 +228,8 @@ class Run:
             self.write(f"agentcore-rl: training failed: {self.training_error}")
 
     def _warm_up(self, specs: list[TaskSpec], cases: list[Case]) -> None:
-        """Supervised steps on train-row demonstrations (`warmup.py`); in `run` mode the item
-        cases are then evaluated once more (phase "warmup"), so the report pairs all three."""
-        from .warmup import warm_up
-
-        warm_up(self, specs)
-        if self.mode == "run" and self.config.typed.warmup.eval:
+        """The warm-up (`warmup.py`; recipe=auto's: `recipe.py`); `run` mode then evaluates again (phase "warmup")."""
+        if recipe_warm_up(self, specs) and self.mode == "run" and self.config.typed.warmup.eval:
             self._evaluate_as(cases, phase="warmup", label="eval after the warm-up")
 
     def _evaluate_as(self, cases: list[Case], *, phase: str, label: str) -> None:
@@ -416,7 +415,8 @@ class Run:
             wall_time_s=round(time.monotonic() - self.started_monotonic, 3), rollouts=self.rollouts,
             item_phase=self.phase, train_steps=self.train_steps,
             tags={**self.task_tags, **{name: list(spec.tags) for name, spec in self.specs.items()}},
-            discarded=read_discarded(self.run_dir), roles=role_usage(self.run_dir, self.rollouts, self.config.resolved))
+            discarded=read_discarded(self.run_dir), roles=role_usage(self.run_dir, self.rollouts, self.config.resolved),
+            recipe=recipe_of(self))
         if self.interrupted:
             resume = self.resume_command or f"pytest --agentcore-rl-resume {self.run_dir}"
             self.report.interrupted = finish.interrupted(self.run_dir, self.rollouts, len(self.train_steps), resume)

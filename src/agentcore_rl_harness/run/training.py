@@ -17,6 +17,7 @@ forked into several traces is one sample of its group (its traces share the adva
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import statistics
 import time
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..config import HarnessConfig
+from ..recipe.exploration import Adaptation
 from ..records import Rollout, Status  # noqa: F401 (Status re-exported)
 from ..tasks import TaskSpec, load_rows
 from ..train_store import STEPS_FILE, append_step, latest_checkpoint, read_steps, rewrite_steps  # noqa: F401 (re-exported)
@@ -105,6 +107,7 @@ class TrainingLoop:
         write: Callable[[str], None],
         start_step: int = 0,
         on_step: Callable[[dict[str, Any]], None] | None = None,
+        adapt: Callable[[dict[str, Any], list[Rollout]], Adaptation] | None = None,
     ) -> None:
         self.plan = plan
         self.specs = specs
@@ -116,6 +119,9 @@ class TrainingLoop:
         self.write = write
         self.start_step = start_step
         self.on_step = on_step  # each step's line once it is in train/steps.jsonl (the trackers)
+        # before a step's line is written: its extra signal fields, and a new group size for the
+        # steps not yet started (`recipe.py`'s StepAdapter)
+        self.adapt = adapt
         self.idle_streak = 0  # steps in a row that trained nothing
         self.schedule = RowSchedule(specs, plan.seed)
         self.schedule.skip_steps(start_step, plan.batch_rows)
@@ -208,6 +214,11 @@ class TrainingLoop:
         # trainer's own count, which a warm-up or a resumed trainer may have moved
         line["step"] = step
         line["checkpoint"] = checkpoint  # saved after this step (resume continues after it)
+        if self.adapt is not None:
+            adaptation = self.adapt(line, rollouts)
+            line.update(adaptation.fields)
+            if adaptation.group_size is not None:
+                self.plan = dataclasses.replace(self.plan, group_size=adaptation.group_size)
         append_step(self.train_dir.parent, line)
         if self.on_step is not None:
             self.on_step(line)

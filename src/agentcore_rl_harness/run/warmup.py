@@ -243,15 +243,16 @@ class WarmUp:
         return summary
 
 
-def collect(run: Any, specs: Sequence[TaskSpec]) -> Demonstrations:
-    """The run's demonstrations from `warmup.source`, train rows only."""
+def collect(run: Any, specs: Sequence[TaskSpec], *, limit: int | None = None) -> Demonstrations:
+    """The run's demonstrations from `warmup.source`, train rows only; at most `limit` (default
+    `warmup.max_demonstrations`)."""
     config = run.config.typed
+    limit = config.warmup.max_demonstrations if limit is None else limit
     source = config.warmup.source
     guard = RowGuard(specs, config.eval.split)
     kind, _, where = source.partition(":")
     if kind == "oracle":
         cases = oracle_cases(specs, guard)
-        limit = config.warmup.max_demonstrations
         if limit is not None and len(cases) > limit:  # run only the episodes that will be used
             cases = [cases[i] for i in sorted(random.Random(config.seed).sample(range(len(cases)), limit))]
         run.write(f"agentcore-rl warm-up: {len(cases)} teacher-forced oracle episodes on train rows")
@@ -263,7 +264,7 @@ def collect(run: Any, specs: Sequence[TaskSpec]) -> Demonstrations:
         renderer = run.parts().renderer
         default = specs[0].name if len(specs) == 1 else None
         demos, dropped = from_dataset(Path(where).expanduser().resolve(), renderer, default)
-    return cap(guard.keep(demos, dropped), config.warmup.max_demonstrations, config.seed)
+    return cap(guard.keep(demos, dropped), limit, config.seed)
 
 
 def warm_up(run: Any, specs: Sequence[TaskSpec]) -> dict[str, Any]:

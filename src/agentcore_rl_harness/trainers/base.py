@@ -112,6 +112,11 @@ class Trainer(Protocol):
         raise ConfigError(f"{type(self).__name__} has no supervised loss; set warmup.enabled=false "
                           "or use trainer=local")
 
+    def compute_logprobs(self, traces: Sequence[Trace]) -> list[tuple[float | None, ...]] | None:
+        """Logprobs of each trace's trained tokens under the current policy (None elsewhere), for
+        `recipe/initial_kl.py`; default None: this trainer cannot (the KL is then not reported)."""
+        return None
+
     def close(self) -> None:
         """Release what the trainer holds (a service trainer's billed session); default: nothing."""
         return None
