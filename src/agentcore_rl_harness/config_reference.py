@@ -62,7 +62,7 @@ def reference() -> str:
            "`--agentcore-rl-show-config` prints a run's composed config. "
            "[Configuration](../configuration.md) explains the groups and a project's `configs/`.", ""]
     out += ["## Top level", ""] + _table("root keys", cfg.HarnessConfig, "", ("seed", "agent"))
-    for name in ("model", "sampler", "sampling", "gateway", "eval", "gates", "report", "warmup", "roles"):
+    for name in ("model", "sampler", "sampling", "gateway", "eval", "gates", "report", "warmup", "roles", "recipe"):
         out += [f"## `{name}`", ""] + _table(name, typing.get_type_hints(cfg.HarnessConfig)[name], name)
     out += ["## `runtime` (picked by `runtime=<kind>`)", ""]
     for kind, spec in RUNTIMES.items():

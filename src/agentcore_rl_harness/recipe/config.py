@@ -12,6 +12,8 @@ RECIPE_KINDS = ("auto", "none")
 
 @dataclass(frozen=True)
 class RecipeConfig:
+    """The `recipe` group (recipe=auto | none): run / train modes choose dtypes, max_tokens, LoRA rank and lr, a warm-up and group sizes from what they observe ([Recipe](../recipe.md))."""
+
     kind: str = "auto"  # auto: choose from what the run observes (run / train modes); none: the config as written
     dtype_min_params: int = 20_000_000  # smaller models train in float32 without measuring (dtype cannot matter)
     dtype_min_speedup: float = 1.3  # bf16 only where the start-up benchmark measures it this much faster

@@ -78,7 +78,7 @@ def _recipe_section(report: Report) -> list[str]:
 def _train_section(report: Report) -> list[str]:
     if not report.train:
         return []
-    lines = ["", "## Training reward and signal per step", "",
+    lines = ["", "## Training reward per step, with its signal", "",
              "| step | reward | success | loss | informative groups | reward spread | tokens trained | "
              "KL to initial | clipped | recipe |",
              "|---|---|---|---|---|---|---|---|---|---|"]
