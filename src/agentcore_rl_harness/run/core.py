@@ -137,7 +137,6 @@ class Run:
     def parts(self) -> Harness:
         """The harness (sampler, gateway, runtime, trainer), built on first use; not started."""
         if self.harness is None:
-            configure(self)  # recipe=auto's start-up choices (run/recipe.py) change the config first
             self.harness = Harness(self.config.typed, progress=self.write, private_dirs=(self.run_dir,))
         return self.harness
 
@@ -159,6 +158,7 @@ class Run:
         submit every item's rollout at once."""
         if not items:
             return
+        configure(self)  # recipe=auto's start-up choices (run/recipe.py) change the config first
         harness = self.parts()
         self.write(f"agentcore-rl {self.mode}: run directory {self.run_dir}")
         harness.start()  # first: a missing dependency or model leaves no run directory behind

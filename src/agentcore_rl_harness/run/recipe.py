@@ -32,8 +32,8 @@ PROBE_PHASE = "probe"
 
 
 def configure(run: Any) -> None:
-    """Make the start-up choices (once, before the harness is built) and apply those that an
-    explicit key does not override."""
+    """Start the run's recipe log; make the start-up choices (before the harness is built) and
+    apply those that an explicit key does not override."""
     composed = run.config
     typed = composed.typed
     if (typed.recipe.kind != "auto" or run.mode not in ("run", "train") or run.recipe is not None
@@ -43,6 +43,9 @@ def configure(run: Any) -> None:
 
     log = run.recipe = RecipeLog(run.write)
     log.explicit = explicit_keys(composed.overrides, composed.source)
+    if run.harness is not None:  # given built (a test's fakes): only the choices made while it runs
+        log.observations["startup"] = "skipped: the harness was built before the run started"
+        return
     choices, observed = startup_choices(typed.recipe, startup_inputs(typed, list(run.specs.values())),
                                         log.explicit, measure)
     log.observations.update(observed)
@@ -217,9 +220,9 @@ class StepAdapter:
     """Adds the signal a step's line lacks (KL to the initial policy, the recipe's choices) and
     raises the group size when recipe=auto's exploration calls for it."""
 
-    def __init__(self, run: Any, trainer: Any, group_size: int) -> None:
+    def __init__(self, run: Any, trainer: Any, group_size: int, steps: int) -> None:
         typed = run.config.typed
-        self.run, self.log = run, run.recipe
+        self.run, self.log, self.steps = run, run.recipe, steps
         self.kl = InitialKL(typed.recipe.kl_probe_traces, trainer.compute_logprobs)
         self.exploration = None if self.log is None else Exploration(
             typed.recipe, group_size=group_size, explicit=is_explicit("algo.group_size", self.log.explicit))
@@ -227,7 +230,8 @@ class StepAdapter:
     def __call__(self, line: dict[str, Any], rollouts: Sequence[Rollout]) -> Adaptation:
         traces = [t for r in rollouts if r.status not in EXCLUDED_STATUSES for t in r.traces]
         fields: dict[str, Any] = {"kl_initial": self.kl.measure(traces), "recipe": []}
-        choice = self.exploration.after_step(line) if self.exploration is not None else None
+        last = line["step"] >= self.steps  # no step left to sample differently
+        choice = self.exploration.after_step(line) if self.exploration is not None and not last else None
         if choice is None:
             return Adaptation(fields)
         self.log.add(choice)
@@ -237,7 +241,7 @@ class StepAdapter:
 
 
 def step_adapter(run: Any, trainer: Any, plan: Any, specs: Sequence[TaskSpec]) -> StepAdapter:
-    return StepAdapter(run, trainer, plan.group_size or max((spec.samples for spec in specs), default=2))
+    return StepAdapter(run, trainer, plan.group_size or max((spec.samples for spec in specs), default=2), plan.steps)
 
 
 def recipe_of(run: Any) -> dict[str, Any] | None:
