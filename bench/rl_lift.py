@@ -4,7 +4,11 @@ with `tasks/office/configs/lift.yaml`), then print the command, pre / warm-up / 
 each paired delta with its p-value, tool calls per successful episode, wall time, peak RSS and
 the load average seen while it ran.
 
-    HF_HUB_OFFLINE=1 python bench/rl_lift.py [--office] [--out DIR] [extra --agentcore-rl-set overrides]
+    HF_HUB_OFFLINE=1 python bench/rl_lift.py [--office] [--out DIR] [--seeds N] [extra --agentcore-rl-set overrides]
+
+`--seeds N` runs the same command N times with `seed=0..N-1` (one run directory each, DIR/seed-K),
+then prints one row per seed (pre -> after the warm-up -> post, RL's own delta and its p, wall
+time, the recipe's choices) and the spread of the post success and of the deltas.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import resource
 import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,12 +62,51 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="run directory (default: a temp dir)")
     parser.add_argument("--office", action="store_true", help="the office pack's level 1m (lift.yaml)")
+    parser.add_argument("--seeds", type=int, default=None, help="run N times with seed=0..N-1 and report the spread")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. trainer.steps=8")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="rl-lift-")) / "run"
+    if args.seeds is None:
+        return 0 if run_once(args.office, args.overrides, out) is not None else 1
+    if args.seeds < 1:
+        parser.error(f"--seeds {args.seeds}: give at least 1")
+    if any(o.startswith(("seed=", "++seed=")) for o in args.overrides):
+        parser.error("--seeds sets seed=K itself; drop the seed= override")
+    runs = []
+    for seed in range(args.seeds):
+        print(f"\n=== seed {seed} of {args.seeds} ===", flush=True)
+        runs.append(run_once(args.office, [*args.overrides, f"seed={seed}"], out / f"seed-{seed}"))
+    print_spread(runs)
+    return 0 if all(r is not None for r in runs) else 1
+
+
+def print_spread(runs: list[dict | None]) -> None:
+    """One row per seed, then mean / std / min / max of the post success and the deltas."""
+    print("\n| seed | pre | after warm-up | post | delta (pp) | p | RL's own (pp) | RL's p | wall (min) | recipe |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for seed, run in enumerate(runs):
+        if run is None:
+            print(f"| {seed} | run failed | | | | | | | | |")
+            continue
+        warm = "—" if run["warmup"] is None else f"{run['warmup']:.3f}"
+        rl = "—" if run["rl_delta"] is None else f"{100 * run['rl_delta']:+.1f}"
+        rl_p = "—" if run["rl_p"] is None else f"{run['rl_p']:.2g}"
+        print(f"| {seed} | {run['pre']:.3f} | {warm} | {run['post']:.3f} | {100 * run['delta']:+.1f} | "
+              f"{run['p']:.2g} | {rl} | {rl_p} | {run['wall_min']:.1f} | {'; '.join(run['recipe']) or '—'} |")
+    done = [run for run in runs if run is not None]
+    for key, label in (("post", "post success"), ("delta", "delta"), ("rl_delta", "RL's own delta")):
+        values = [run[key] for run in done if run[key] is not None]
+        if values:
+            spread = statistics.pstdev(values) if len(values) > 1 else 0.0
+            print(f"{label:<16}mean {statistics.fmean(values):.3f}, std {spread:.3f}, min {min(values):.3f}, "
+                  f"max {max(values):.3f} over {len(values)} seed(s)")
+
+
+def run_once(office: bool, overrides: list[str], out: Path) -> dict | None:
+    """One run, its lines printed; its summary (None when it failed)."""
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--agentcore-rl",
-               "run", *(OFFICE if args.office else ["tasks"]), "--agentcore-rl-out", str(out)]
-    for override in args.overrides:
+               "run", *(OFFICE if office else ["tasks"]), "--agentcore-rl-out", str(out)]
+    for override in overrides:
         command += ["--agentcore-rl-set", override]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     print(f"command         {shlex.join(command)}", flush=True)
@@ -82,7 +126,7 @@ def main() -> int:
     report_path = out / "report.json"
     if returncode != 0 or not report_path.is_file():
         print(f"run failed with exit code {returncode} (its output is above)")
-        return 1
+        return None
     report = json.loads(report_path.read_text())
     delta = report["delta"]["overall"]
     steps = [s["reward_mean"] for s in report.get("train") or []]
@@ -102,7 +146,15 @@ def main() -> int:
     print(f"peak RSS        {peak_rss_gb:.2f} GB (largest process: the pytest/trainer process)")
     print(f"load average    1-min mean {sum(loads) / len(loads):.2f}, max {max(loads):.2f} "
           f"(sampled every 15 s while it ran; {os.cpu_count()} cores)")
-    return 0
+    recipe = (report.get("recipe") or {}).get("choices") or []
+    for choice in recipe:
+        print(f"recipe          {choice['at']}: {choice['key']} {'=' if choice['applied'] else 'stays'} "
+              f"{choice['value']!r}: {choice['reason']}")
+    rl = (report.get("rl_delta") or {}).get("overall")
+    return {"pre": delta["pre"], "post": delta["post"], "delta": delta["delta"], "p": delta["p_value"],
+            "warmup": rl["pre"] if rl else None, "rl_delta": rl["delta"] if rl else None,
+            "rl_p": rl["p_value"] if rl else None, "wall_min": wall / 60,
+            "recipe": [f"{c['key']}={c['value']!r}" for c in recipe if c["applied"]]}
 
 
 if __name__ == "__main__":
