@@ -12,7 +12,7 @@ from run_fakes import FAST, Lines, RecordingTrainer, said_four, write_rows
 
 from agentcore_rl_harness.run.core import Run
 from agentcore_rl_harness.run.plan import TrainItem
-from agentcore_rl_harness.run.recipe import probe_rows
+from agentcore_rl_harness.run.recipe import configure, probe_rows
 from agentcore_rl_harness.tasks import task_spec
 
 TRAIN = ["trainer.steps=2", "trainer.batch_rows=2", "trainer.checkpoint_every=2"]
@@ -136,3 +136,25 @@ def test_probe_rows_are_train_rows_only(tmp_path):
     spec = spec_with_oracle(tmp_path, train=3, test=4)
     rows = probe_rows([spec], "test", 10, seed=0)
     assert sorted(row["id"] for _, row in rows) == ["r0", "r1", "r2"]
+
+
+def test_start_up_choices_change_the_config_before_the_harness_is_built(tmp_path, tiny_model_dir):
+    spec = spec_with_oracle(tmp_path)
+    spec_script = (lambda row: {"_script": [{"content": "The answer is 4."}, {"tool_calls": [
+        {"name": "calculator", "arguments": {"expression": "2 + 2"}}]}]})
+    spec = task_spec(arl.task(dataset=spec.dataset, samples=2, name="toy", oracle=spec_script)(lambda rollout, row: None))
+    terminal = Lines()
+    run = Run.create(mode="run", overrides=[*FAST, "model=tiny", "trainer.lora_rank=4"], config_path=None,
+                     out_dir=tmp_path / "out", rootdir=tmp_path, terminal=terminal)
+    run.plan(spec)
+    configure(run)
+    typed = run.config.typed
+    choices = {c.key: c for c in run.recipe.choices}
+    longest = int(choices["sampling.max_tokens"].reason.split("longest turn is ")[1].split()[0])
+    assert 10 < longest < 40 and typed.sampling.max_tokens == choices["sampling.max_tokens"].value >= longest * 1.5
+    assert typed.trainer.trainer.lr == 3e-4 and run.config.resolved["trainer"]["lr"] == 3e-4
+    assert typed.trainer.trainer.lora_rank == 4 and not choices["trainer.lora_rank"].applied  # explicit
+    assert typed.trainer.trainer.autocast_dtype is None  # a 95K-parameter model: float32, unmeasured
+    assert any(line.startswith("agentcore-rl recipe (start-up): sampling.max_tokens = ") for line in terminal.lines)
+    configure(run)  # once per run
+    assert len(run.recipe.choices) == len(choices)
