@@ -12,9 +12,11 @@ import pytest
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL = ["model=tiny", "eval.max_rows=2", "eval.samples=1", "trainer.steps=2", "trainer.batch_rows=1",
+# isolation=none: sessions fork from a zygote that imported the agent once (~35 ms, not a fresh
+# interpreter each); neither sanity agent runs code the model writes
+SMALL = ["model=tiny", "eval.max_rows=1", "eval.samples=1", "trainer.steps=1", "trainer.batch_rows=1",
          "algo.group_size=2", "warmup.max_demonstrations=2", "recipe.probe_rows=2", "recipe.warmup_chunk_steps=1",
-         "recipe.warmup_max_steps=1", "report.progress=off"]
+         "recipe.warmup_max_steps=1", "runtime.isolation=none", "report.progress=off"]
 
 
 @pytest.fixture

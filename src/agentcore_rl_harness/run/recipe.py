@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.util
 import json
 import random
 from collections.abc import Sequence
@@ -46,6 +47,8 @@ def configure(run: Any) -> None:
     if run.harness is not None:  # given built (a test's fakes): only the choices made while it runs
         log.observations["startup"] = "skipped: the harness was built before the run started"
         return
+    if typed.trainer.trainer.kind == "local" and importlib.util.find_spec("torch") is None:
+        return  # the harness names the missing package when it starts
     choices, observed = startup_choices(typed.recipe, startup_inputs(typed, list(run.specs.values())),
                                         log.explicit, measure)
     log.observations.update(observed)
