@@ -39,28 +39,39 @@ def cpu_bf16_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, ...]:
     return tuple(flag for flag in BF16_FLAGS if flag in words)
 
 
-def _best_of(run, repeats: int) -> float:
-    run()  # warm: first-call allocation and kernel selection
-    best = float("inf")
+def _best_pair(fp32, bf16, repeats: int) -> tuple[float, float]:
+    """Best seconds of each, run in alternation, so a busy moment of a shared machine (other
+    processes on the cores) slows both sides rather than one."""
+    fp32(), bf16()  # warm: first-call allocation and kernel selection
+    best = [float("inf"), float("inf")]
     for _ in range(repeats):
-        started = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - started)
-    return best
+        for index, run in enumerate((fp32, bf16)):
+            started = time.perf_counter()
+            run()
+            best[index] = min(best[index], time.perf_counter() - started)
+    return best[0], best[1]
 
 
-def measure(*, size: int = 128, tokens: int = 256, repeats: int = 2) -> DtypeMeasurement:
+def measure(*, size: int = 128, tokens: int = 256, repeats: int = 3) -> DtypeMeasurement:
     """Time fp32 against bf16 on this CPU: a `size`-square matmul, and a forward + backward of a
     Linear(size, 4 * size) over `tokens` rows under autocast (the trainer's path)."""
     import torch
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one core: the kernels' relative speed, less of the other processes' noise
+    try:
+        return _measure(torch, size, tokens, repeats)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _measure(torch, size: int, tokens: int, repeats: int) -> DtypeMeasurement:
     started = time.perf_counter()
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(size, size, generator=generator)
     b = torch.randn(size, 4 * size, generator=generator)
     a16, b16 = a.bfloat16(), b.bfloat16()
-    matmul32 = _best_of(lambda: a @ b, repeats)
-    matmul16 = _best_of(lambda: a16 @ b16, repeats)
+    matmul32, matmul16 = _best_pair(lambda: a @ b, lambda: a16 @ b16, repeats)
     layer = torch.nn.Linear(size, 4 * size)
     inputs = torch.randn(tokens, size, generator=generator)
 
@@ -71,8 +82,7 @@ def measure(*, size: int = 128, tokens: int = 256, repeats: int = 2) -> DtypeMea
             out.float().square().mean().backward()
         return run
 
-    fb32 = _best_of(step(None), repeats)
-    fb16 = _best_of(step(torch.bfloat16), repeats)
+    fb32, fb16 = _best_pair(step(None), step(torch.bfloat16), repeats)
     return DtypeMeasurement(matmul_speedup=round(matmul32 / matmul16, 3),
                             forward_backward_speedup=round(fb32 / fb16, 3),
                             cpu_flags=cpu_bf16_flags(), seconds=round(time.perf_counter() - started, 3))
