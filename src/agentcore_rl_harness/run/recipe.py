@@ -138,6 +138,7 @@ def warm_up(run: Any, specs: Sequence[TaskSpec]) -> bool:
         return False
     recipe = typed.recipe
     probes = [_probe(run, specs, steps=0)]
+    log.observations["warmup_probes"] = probes
     if probes[0]["success"] > recipe.base_success_floor:
         log.add(Choice("warmup", False, f"base success {probes[0]['success']:.0%} on {probes[0]['rows']} "
                        f"train rows is above recipe.base_success_floor={recipe.base_success_floor}: RL has a "
