@@ -15,7 +15,7 @@ ROOT = Path(agentcore_rl_harness.__file__).parent
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "records", "conf", "heap"),
     ("config_schema",),
-    ("tasks", "store", "train_store", "models", "agent", "progress", "serving", "sanity_agents", "scaffold"),
+    ("tasks", "environments", "store", "train_store", "models", "agent", "progress", "serving", "sanity_agents", "scaffold"),
     ("gateway",),
     ("samplers", "runtimes"),
     ("trainers", "tinker_server"),

@@ -64,6 +64,7 @@ class TaskSpec:
     reward_from_agent: bool = False
     oracle: str | Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, compare=False)
     sandbox: bool = False  # keep each session's final files for the `sandbox` fixture
+    environment: str | None = None  # its sessions' root filesystem (environments/), task-relative
 
     @functools.cached_property
     def needs_sandbox(self) -> bool:
@@ -77,6 +78,10 @@ class TaskSpec:
         if self.agent.endswith(".py"):
             return str((self.base_dir / self.agent).resolve())
         return self.agent
+
+    def environment_path(self) -> str | None:
+        """The environment's spec file (or rootfs) as an absolute path, or None."""
+        return None if self.environment is None else str((self.base_dir / self.environment).resolve())
 
 
 def task(
@@ -92,6 +97,7 @@ def task(
     reward_from_agent: bool = False,
     oracle: str | Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     sandbox: bool = False,
+    environment: str | None = None,
 ):
     """Declare a task test: one case per dataset row x sample, `samples` cases form a group.
 
@@ -102,6 +108,10 @@ def task(
     `{"answer": row["answer"]}`) or a callable row -> result dict.
     `sandbox=True`: keep each session's final files, opened again as the `sandbox` fixture (on
     by itself when the test body takes `sandbox`).
+    `environment`: a root filesystem the task's local sessions run in, read-only as their `/`:
+    an environment spec file (YAML: Debian packages, pip packages), a rootfs directory or a
+    tarball, relative to the task file (see docs/environments.md; built once with
+    `agentcore-rl env build PATH`).
     """
     if not isinstance(samples, int) or samples < 1:
         raise ValueError(f"@task(samples={samples!r}): samples must be an integer >= 1")
@@ -139,6 +149,7 @@ def task(
             reward_from_agent=bool(reward_from_agent),
             oracle=oracle,
             sandbox=bool(sandbox),
+            environment=environment,
         )
         setattr(fn, TASK_ATTR, spec)
         return fn

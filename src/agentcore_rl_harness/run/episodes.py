@@ -185,7 +185,8 @@ class CaseRunner:
         keep = {"keep_state": case.spec.needs_sandbox}
         try:
             return await self.runtime.run_session(
-                agent=AgentRef(task=case.spec.name, agent=agent.agent, input_id=case.row_id, phase=case.phase),
+                agent=AgentRef(task=case.spec.name, agent=agent.agent, input_id=case.row_id, phase=case.phase,
+                               environment=case.spec.environment_path()),
                 session_id=session_id,
                 payload=payload,
                 timeout_s=self.settings.timeout_s,

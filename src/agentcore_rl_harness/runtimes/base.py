@@ -16,12 +16,15 @@ class AgentRef:
     agent only in the S3 result mode, with `exp_id` and `s3_bucket` (agentcore-rl-toolkit's
     `AgentCoreRLApp` demands all three once one of them is present). `phase` (pre, train, post,
     eval, collect) sets the session's priority where a limiter serves waiters by priority.
+    `environment`: the task's environment (a spec file or rootfs path, `environments/`), which
+    the local runtime makes the session's `/`; None: the host's filesystem.
     """
 
     task: str
     agent: str | None
     input_id: str | None = None
     phase: str | None = None
+    environment: str | None = None
 
 
 class KeptSession(Protocol):
