@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from .build import build, envs_dir
+    from .building import build, envs_dir
     from .dockerfile import render_dockerfile
     from .spec import load_spec
 

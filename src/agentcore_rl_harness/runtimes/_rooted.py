@@ -16,7 +16,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
-from ..environments.build import PATH, BuiltEnvironment, require_built
+from ..environments.building import PATH, BuiltEnvironment, require_built
 from ..environments.spec import load_spec
 from ..errors import ConfigError
 from .isolation import Bubblewrap, Isolation
@@ -77,13 +77,15 @@ class RootedBubblewrap(Bubblewrap):
         size = self._tmpfs_size()
         for path in _TMPFS:
             command += [*size, "--tmpfs", str(path)]
-        command += ["--remount-ro", "/"]
         for path in sorted(bound, key=lambda p: len(p.parts)):
             if path.exists():
                 command += ["--ro-bind", str(path), str(path)]
         for path in self.writable:
             command += ["--bind", str(path), str(path)]
         return command
+
+    def _sealed(self) -> list[str]:
+        return ["--remount-ro", "/"]  # bubblewrap's own root, where the mount points were made
 
     def session_tmpfs(self, workdir: Path) -> list[Path]:
         return list(_TMPFS)

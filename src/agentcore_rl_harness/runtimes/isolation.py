@@ -259,12 +259,16 @@ class Bubblewrap(Isolation):
             command.append("--unshare-net")
             if hosts_file is not None:
                 command += ["--ro-bind", str(hosts_file), "/etc/hosts"]
-        command += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
+        command += ["--bind", str(workdir), str(workdir), *self._sealed(), "--chdir", str(workdir)]
         pass_fds: tuple[int, ...] = ()
         if info_fd is not None:
             command += ["--info-fd", str(info_fd)]
             pass_fds = (info_fd,)
         return self._plan([*command, "--", *argv], pass_fds)
+
+    def _sealed(self) -> list[str]:
+        """What bubblewrap does once every mount is in place (nothing here)."""
+        return []
 
     def _mounts(self, workdir: Path, readable: list[Path]) -> list[str]:
         """The session's view: the host read-only, its private places hidden, what it needs bound."""

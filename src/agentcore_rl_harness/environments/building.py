@@ -35,6 +35,10 @@ AGENT_MODULES = ("bedrock_agentcore", "uvicorn")  # what `_agent_server.py` impo
 PYTHON = "/usr/bin/python3"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _LOG_TAIL = 3000
+# The host's way to PyPI, used by the build's pip (never kept in the environment).
+PASSED_TO_PIP = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_DEFAULT_TIMEOUT", "HTTP_PROXY",
+                 "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+_CA_INSIDE = "/tmp/arl-host-ca.pem"
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,10 @@ def find_built(spec: EnvironmentSpec) -> BuiltEnvironment | None:
 
 
 def require_built(spec: EnvironmentSpec) -> BuiltEnvironment:
-    """`find_built`, or an error saying how to build it (no build, no download, at run time)."""
+    """`find_built`, or an error saying how to build it (no build, no download, at run time).
+    A rootfs directory used in place is checked for a Python that can serve the agent."""
+    if spec.in_place:
+        return build(spec)
     built = find_built(spec)
     if built is None:
         raise EnvironmentBuildError(
@@ -92,7 +99,7 @@ def build(spec: EnvironmentSpec, *, force: bool = False) -> BuiltEnvironment:
             return found
         folder = envs_dir() / spec.key()
         scratch = envs_dir() / f".building-{spec.key()}-{os.getpid()}"
-        shutil.rmtree(scratch, ignore_errors=True)
+        _remove(scratch)
         scratch.mkdir()
         started = time.monotonic()
         try:
@@ -112,12 +119,23 @@ def build(spec: EnvironmentSpec, *, force: bool = False) -> BuiltEnvironment:
             shutil.rmtree(folder, ignore_errors=True)
             scratch.rename(folder)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            _remove(scratch)
     built = find_built(spec)
     assert built is not None
     logger.info("environment %s built in %.0f s (%.0f MB) at %s", spec.name, built.build_s or 0,
                 (built.size_bytes or 0) / 1e6, built.root)
     return built
+
+
+def _remove(scratch: Path) -> None:
+    """Delete a scratch folder, first unmounting what a killed build left mounted in it (its
+    /proc, /sys, /dev binds), so removing it never reaches into the host's."""
+    inside = str(scratch.resolve()) + "/"
+    with contextlib.suppress(OSError):
+        mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+        for mount in sorted((m for m in mounts if m.startswith(inside)), key=len, reverse=True):
+            subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -132,9 +150,10 @@ def _lock(path: Path) -> Iterator[None]:
 
 def _run(argv: list[str], *, what: str, spec: EnvironmentSpec, log: Path | None = None,
          hint: str) -> str:
+    passed = {name: os.environ[name] for name in PASSED_TO_PIP if name in os.environ}
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                              env={"PATH": PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False,
+                              env={"PATH": PATH, "HOME": "/tmp", "LANG": "C.UTF-8", **passed})
     except OSError as exc:
         raise EnvironmentBuildError(f"environment {spec.name!r}: cannot run {argv[0]}: {exc}; {hint}") from exc
     output = done.stdout + done.stderr
@@ -172,18 +191,33 @@ def _copy_rootfs(spec: EnvironmentSpec, root: Path) -> None:
              hint="give a tar of a root filesystem (e.g. `docker export CONTAINER > rootfs.tar`)")
 
 
+def host_ca_bundle() -> str | None:
+    """The CA bundle the host's own pip trusts (a proxy's CA included), for the build's pip."""
+    for candidate in (os.environ.get("PIP_CERT"), os.environ.get("SSL_CERT_FILE"),
+                      os.environ.get("REQUESTS_CA_BUNDLE"), "/etc/ssl/certs/ca-certificates.crt"):
+        if candidate and os.path.isfile(candidate):
+            return candidate
+    return None
+
+
 def _in_root(root: Path, argv: list[str], *, writable: bool) -> list[str]:
-    """`argv` run with `root` as `/` (the host's resolver for pip), sharing the host's network."""
+    """`argv` run with `root` as `/`, sharing the host's network; writable (a build step): with
+    the host's resolver and CA bundle (at /tmp/arl-host-ca.pem)."""
     bwrap = shutil.which("bwrap") or "bwrap"
-    resolver = ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"] if writable else []
+    resolver: list[str] = []
+    if writable:
+        resolver = ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+        ca = host_ca_bundle()
+        resolver += ["--ro-bind", ca, _CA_INSIDE] if ca else []
     return [bwrap, "--bind" if writable else "--ro-bind", str(root), "/", "--dev", "/dev",
             "--proc", "/proc", "--tmpfs", "/tmp", *resolver, "--setenv", "PATH", PATH, "--", *argv]
 
 
 def _pip_install(spec: EnvironmentSpec, root: Path, log: Path) -> None:
     _require_python(root, spec)
+    cert = ["--cert", _CA_INSIDE] if host_ca_bundle() else []
     _run(_in_root(root, [PYTHON, "-m", "pip", "install", "--no-cache-dir", "--break-system-packages",
-                         "--root-user-action=ignore", "--disable-pip-version-check", "-q", *spec.pip],
+                         "--root-user-action=ignore", "--disable-pip-version-check", "-q", *cert, *spec.pip],
                   writable=True),
          what=f"pip install {' '.join(spec.pip)}", spec=spec, log=log,
          hint="check the package names and pins (they install with the environment's own python3, "
