@@ -4,7 +4,6 @@ environment without a Python for the agent is refused; a built one is found agai
 from __future__ import annotations
 
 import json
-import shutil
 import tarfile
 import time
 
@@ -37,7 +36,6 @@ def test_an_environment_without_python_is_refused(tmp_path, cache):
         require_built(load_spec(tree))
 
 
-@pytest.mark.skipif(shutil.which("mmdebstrap") is None, reason="needs mmdebstrap (scripts/setup test installs it)")
 def test_a_failed_debian_build_names_the_step_and_leaves_no_environment(tmp_path, cache):
     (tmp_path / "env.yaml").write_text(  # a mirror nothing listens on: fails at once, no download
         "name: broken\ndebian:\n  mirror: http://127.0.0.1:9/debian\n  packages: [junit4]\n")

@@ -72,14 +72,18 @@ async def test_a_session_runs_in_its_environment(java_environment, gateway_stand
         await runtime.aclose()
 
 
-async def test_an_unbuilt_environment_is_an_infrastructure_error_with_the_fix(tmp_path, monkeypatch):
+@pytest.mark.parametrize("named_by", ["task", "config"])
+async def test_an_unbuilt_environment_is_refused_with_the_fix(tmp_path, monkeypatch, named_by):
     monkeypatch.setenv("AGENTCORE_RL_CACHE", str(tmp_path / "cache"))
-    (tmp_path / "env.yaml").write_text("name: later\ndebian: {packages: [junit4]}\n")
-    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, isolation="bwrap"))
+    spec = tmp_path / "env.yaml"
+    spec.write_text("name: later\ndebian: {packages: [junit4]}\n")
+    by_config = {"t": str(spec)} if named_by == "config" else {}  # runtime.environments.<task>
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, isolation="bwrap", environments=by_config))
+    agent = AgentRef(task="t", agent=PROBE, environment=None if by_config else str(spec))
     try:
-        with pytest.raises(EnvironmentBuildError, match="is not built: run `agentcore-rl env build"):
-            await runtime.run_session(agent=AgentRef(task="t", agent=PROBE, environment=str(tmp_path / "env.yaml")),
-                                      session_id="s", payload={}, timeout_s=30)
+        with pytest.raises(EnvironmentBuildError, match="is not built: run `agentcore-rl env build") as raised:
+            await runtime.run_session(agent=agent, session_id="s", payload={}, timeout_s=30)
+        assert str(spec) in str(raised.value)
     finally:
         await runtime.aclose()
 

@@ -221,13 +221,15 @@ class LocalRuntime(AgentRuntime):
         )
 
     def _isolation_for(self, agent: AgentRef) -> Isolation:
-        """The runtime's isolation, rooted in the task's environment when it names one."""
-        if agent.environment is None:
+        """The runtime's isolation, rooted in the task's environment when it has one
+        (`runtime.environments.<task>` first, then the task's own `environment=`)."""
+        path = self.config.environments.get(agent.task, agent.environment)
+        if path is None:
             return self.isolation
-        if agent.environment not in self._rooted:
-            self._rooted[agent.environment] = rooted_isolation(
-                self.isolation, agent.environment, task=agent.task, harness_src=_HARNESS_SRC)
-        return self._rooted[agent.environment]
+        if path not in self._rooted:
+            self._rooted[path] = rooted_isolation(self.isolation, str(Path(path).resolve()),
+                                                  task=agent.task, harness_src=_HARNESS_SRC)
+        return self._rooted[path]
 
     def kept(self, outcome: SessionOutcome, *, session_id: str) -> _final_state.KeptFiles:
         """What `run_session(keep_state=True)` kept of a session, for its task to inspect."""
