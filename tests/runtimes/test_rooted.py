@@ -64,7 +64,7 @@ async def test_a_session_runs_in_its_environment(java_environment, gateway_stand
         try:
             compiled = await sandbox.exec(["javac", "-version"], timeout=120)
             assert compiled.ok and "javac 17" in compiled.stdout + compiled.stderr
-            assert (await sandbox.get_file(f"{seen['cwd']}/made-by-agent.txt")) == b"hello from the environment\n"
+            assert (await sandbox.get_file(f"{sandbox.workdir}/made-by-agent.txt")) == b"hello from the environment\n"
             release = await sandbox.exec(["cat", "/etc/debian_version"])
             assert release.stdout.startswith("12.")
         finally:

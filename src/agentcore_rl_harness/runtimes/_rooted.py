@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from ..environments.building import PATH, BuiltEnvironment, require_built
 from ..environments.spec import load_spec
 from ..errors import ConfigError
-from .isolation import Bubblewrap, Isolation
+from .isolation import Bubblewrap, Isolation, LaunchPlan
 
 _OWN_MOUNTS = frozenset({"proc", "dev", "sys", "tmp"})  # made by bubblewrap, never bound from the root
 _TMPFS = (Path("/tmp"), Path("/var/tmp"))
@@ -89,6 +89,12 @@ class RootedBubblewrap(Bubblewrap):
 
     def session_tmpfs(self, workdir: Path) -> list[Path]:
         return list(_TMPFS)
+
+    def enter(self, argv: Sequence[str], *, host_pid: int, cwd: str) -> LaunchPlan:
+        """nsenter opens `--wd` before it joins the session; a host path would be a directory
+        outside the session's root (getcwd fails, a JVM does not start), so it is opened
+        through the session's own root."""
+        return super().enter(argv, host_pid=host_pid, cwd=f"/proc/{host_pid}/root{cwd}")
 
     def session_env(self, env: dict[str, str]) -> dict[str, str]:
         """The agent's folder and the harness source (the first two import roots `local.py`
