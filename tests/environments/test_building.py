@@ -4,6 +4,8 @@ environment without a Python for the agent is refused; a built one is found agai
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import tarfile
 import time
 
@@ -66,3 +68,33 @@ def test_the_built_java_environment_is_cached_and_reused(java_environment, capsy
     out = capsys.readouterr().out
     assert f"migration-java: built in {manifest['build_s']:.0f} s" in out and str(java_environment.root) in out
     assert main(["list"]) == 0 and java_environment.root.parent.name in capsys.readouterr().out
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)  # the cache and tmp_path on one filesystem: no bytes copied
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def test_a_root_whose_python_cannot_serve_the_agent_is_refused(java_environment, tmp_path):
+    """The Debian root's own python3 and standard library, without the pip packages: the
+    environment is refused at its first use, naming what the agent's server needs."""
+    source, tree = java_environment.root, tmp_path / "bare"
+    for part in ("usr/bin/python3.11", *(f"usr/lib/x86_64-linux-gnu/{lib}" for lib in
+                 ("libc.so.6", "libm.so.6", "libz.so.1", "libexpat.so.1", "ld-linux-x86-64.so.2"))):
+        (tree / part).parent.mkdir(parents=True, exist_ok=True)
+        _link_or_copy(str((source / part).resolve()), str(tree / part))  # the library, not its link
+    shutil.copytree(source / "usr/lib/python3.11", tree / "usr/lib/python3.11", symlinks=True,
+                    copy_function=_link_or_copy)
+    (tree / "usr/bin/python3").symlink_to("python3.11")
+    (tree / "usr/lib64").mkdir()
+    (tree / "usr/lib64/ld-linux-x86-64.so.2").symlink_to("../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")
+    for link in ("bin", "lib", "lib64"):
+        (tree / link).symlink_to(f"usr/{link}")
+    with pytest.raises(EnvironmentBuildError) as raised:
+        require_built(load_spec(tree))  # a directory used in place: checked at its first use
+    message = str(raised.value)
+    assert "environment 'bare' lacks Python for the agent" in message
+    assert "No module named 'bedrock_agentcore'" in message  # the import that failed, from its output
+    assert "add `bedrock-agentcore` (and the agent's other packages) to the spec's `pip:` list" in message

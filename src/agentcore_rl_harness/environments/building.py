@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..errors import EnvironmentBuildError
 from ..models import cache_dir
+from .layout import root_mounts
 from .spec import EnvironmentSpec
 
 logger = logging.getLogger(__name__)
@@ -201,16 +202,18 @@ def host_ca_bundle() -> str | None:
 
 
 def _in_root(root: Path, argv: list[str], *, writable: bool) -> list[str]:
-    """`argv` run with `root` as `/`, sharing the host's network; writable (a build step): with
-    the host's resolver and CA bundle (at /tmp/arl-host-ca.pem)."""
+    """`argv` run with `root` as `/`, sharing the host's network. Writable (a build step): the
+    root itself, with the host's resolver and CA bundle (at /tmp/arl-host-ca.pem); read-only (a
+    check): laid out as a session's (`layout.py`), so a root without /dev, /proc or /tmp works."""
     bwrap = shutil.which("bwrap") or "bwrap"
-    resolver: list[str] = []
-    if writable:
-        resolver = ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
-        ca = host_ca_bundle()
-        resolver += ["--ro-bind", ca, _CA_INSIDE] if ca else []
-    return [bwrap, "--bind" if writable else "--ro-bind", str(root), "/", "--dev", "/dev",
-            "--proc", "/proc", "--tmpfs", "/tmp", *resolver, "--setenv", "PATH", PATH, "--", *argv]
+    if not writable:
+        return [bwrap, *root_mounts(root, []), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+                "--remount-ro", "/", "--setenv", "PATH", PATH, "--", *argv]
+    resolver = ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+    ca = host_ca_bundle()
+    resolver += ["--ro-bind", ca, _CA_INSIDE] if ca else []
+    return [bwrap, "--bind", str(root), "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            *resolver, "--setenv", "PATH", PATH, "--", *argv]
 
 
 def _pip_install(spec: EnvironmentSpec, root: Path, log: Path) -> None:

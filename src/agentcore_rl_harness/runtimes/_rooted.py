@@ -14,44 +14,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ..environments.building import PATH, BuiltEnvironment, require_built
+from ..environments.layout import root_mounts
 from ..environments.spec import load_spec
 from ..errors import ConfigError
 from .isolation import Bubblewrap, Isolation, LaunchPlan
 
-_OWN_MOUNTS = frozenset({"proc", "dev", "sys", "tmp"})  # made by bubblewrap, never bound from the root
 _TMPFS = (Path("/tmp"), Path("/var/tmp"))
-
-
-def root_mounts(root: Path, needed: Sequence[Path]) -> list[str]:
-    """bubblewrap arguments making `root` the session's `/` with mount points for `needed`."""
-    args: list[str] = []
-    wanted = [PurePosixPath(p) for p in needed]
-
-    def lay(directory: PurePosixPath) -> None:
-        source = root / directory.relative_to("/")
-        for entry in sorted(os.scandir(source), key=lambda e: e.name):
-            inside = directory / entry.name
-            if directory == PurePosixPath("/") and entry.name in _OWN_MOUNTS:
-                continue
-            if entry.is_symlink():
-                args.extend(["--symlink", os.readlink(entry.path), str(inside)])
-            elif entry.is_dir() and any(_lacks(root, w, inside) for w in wanted):
-                args.extend(["--dir", str(inside)])
-                lay(inside)
-            else:
-                args.extend(["--ro-bind", entry.path, str(inside)])
-
-    lay(PurePosixPath("/"))
-    return args
-
-
-def _lacks(root: Path, wanted: PurePosixPath, inside: PurePosixPath) -> bool:
-    """`wanted` lies under `inside` and has no mount point in the environment yet."""
-    return wanted.is_relative_to(inside) and wanted != inside and \
-        not os.path.lexists(root / wanted.relative_to("/"))
 
 
 class RootedBubblewrap(Bubblewrap):
@@ -71,7 +42,7 @@ class RootedBubblewrap(Bubblewrap):
 
     def _mounts(self, workdir: Path, readable: list[Path]) -> list[str]:
         bound = list(dict.fromkeys([*self.readable, *readable, self.harness_src]))
-        needed = [*bound, *self.writable, workdir, Path("/etc/hosts")]
+        needed = [*bound, *self.writable, workdir, Path("/etc/hosts"), *_TMPFS]
         command = [*root_mounts(self.environment.root, needed),
                    "--dev", "/dev", "--proc", "/proc"]
         size = self._tmpfs_size()
