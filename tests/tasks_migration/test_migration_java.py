@@ -5,6 +5,7 @@ a reward-gaming agent earn nothing - compiled and tested by plain javac/java in 
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 from pathlib import Path
@@ -79,7 +80,11 @@ async def test_the_oracle_through_the_agent_in_the_environment_passes(java_envir
 @pytest.mark.asyncio
 @pytest.mark.parametrize("agent", ["null", SPAM], ids=["null", "spam"])
 async def test_the_null_and_a_reward_gaming_agent_earn_nothing(agent, java_environment, java_rows, java_task, renderer):
-    row = next(r for r in java_rows if r["split"] == "test" and any(t["kind"] == "jaxb" for t in r["targets"]))
-    played = await play(java_task, row, [], renderer, agent=agent)
-    assert played.handle.status.value == "completed", played.handle.error
-    assert played.rewards == {"files_migrated": 0.0, "tests_pass": 0.0}
+    """Two rows at once: one that does not compile as given (javax.xml.bind), and one whose
+    original compiles and passes its own tests (left as it is, it still earns nothing)."""
+    rows = [next(r for r in java_rows if r["split"] == "test" and any(t["kind"] == "jaxb" for t in r["targets"])),
+            next(r for r in java_rows if r["split"] == "test" and {t["kind"] for t in r["targets"]} == {"boxing"})]
+    played = await asyncio.gather(*(play(java_task, row, [], renderer, agent=agent) for row in rows))
+    for one in played:
+        assert one.handle.status.value == "completed", one.handle.error
+        assert one.rewards == {"files_migrated": 0.0, "tests_pass": 0.0}
