@@ -66,7 +66,7 @@ def test_the_built_java_environment_is_cached_and_reused(java_environment, capsy
     assert main(["build", str(java_environment.spec.source)]) == 0  # cached: no rebuild
     assert time.monotonic() - started < 5
     out = capsys.readouterr().out
-    assert f"migration-java: built in {manifest['build_s']:.0f} s" in out and str(java_environment.root) in out
+    assert f"migration-java: cached (built in {manifest['build_s']:.0f} s)" in out and str(java_environment.root) in out
     assert main(["list"]) == 0 and java_environment.root.parent.name in capsys.readouterr().out
 
 

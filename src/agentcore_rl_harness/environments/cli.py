@@ -28,15 +28,18 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from .building import build, envs_dir
+    from .building import build, envs_dir, find_built
     from .dockerfile import render_dockerfile
     from .spec import load_spec
 
     try:
         if args.env_command == "build":
-            built = build(load_spec(args.spec), force=args.force)
+            spec = load_spec(args.spec)
+            cached = not args.force and not spec.in_place and find_built(spec) is not None
+            built = build(spec, force=args.force)
             size = f"{built.size_bytes / 1e6:.0f} MB" if built.size_bytes is not None else "in place"
             took = f"built in {built.build_s:.0f} s" if built.build_s is not None else "ready"
+            took = f"cached ({took})" if cached else took
             print(f"{built.spec.name}: {took}, {size}: {built.root}")
         elif args.env_command == "list":
             for manifest in sorted(envs_dir().glob("*/manifest.json")):
