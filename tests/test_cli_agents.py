@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agentcore_rl_harness.cli_agents import NPM_PACKAGES, PREFIX_ENV, cli_binary, cli_command, cli_prefix
+from agentcore_rl_harness.cli_agents import (CONTEXT_WINDOW_ENV, NPM_PACKAGES, PREFIX_ENV, cli_binary, cli_command,
+                                             cli_prefix, context_window)
 from agentcore_rl_harness.errors import MissingDependencyError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +63,21 @@ def test_codex_speaks_responses_and_claude_code_messages_to_the_gateway(tmp_path
                            "--allowedTools", "Bash")
     assert claude.env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8000"  # the Anthropic SDK adds /v1 itself
     assert claude.env["ANTHROPIC_API_KEY"] == "key-1"
+
+
+def test_each_cli_is_told_the_served_context(tmp_path, monkeypatch):
+    prefix = installed_prefix(tmp_path / "cli")
+    common = dict(prompt="p", base_url="http://127.0.0.1:8000/v1", api_key="k", model_id="m", prefix=prefix)
+    assert "model_context_window=40960" in cli_command("codex", window=40960, **common).argv
+    assert not any("model_context_window" in arg for arg in cli_command("codex", **common).argv)
+    assert cli_command("claude", window=131072, **common).env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] == "131072"
+    monkeypatch.setenv(CONTEXT_WINDOW_ENV, "40960")
+    assert context_window() == 40960
+    monkeypatch.setenv(CONTEXT_WINDOW_ENV, "40k")
+    with pytest.raises(ValueError, match=r"AGENTCORE_RL_CLI_CONTEXT_WINDOW='40k' is not a number of tokens"):
+        context_window()
+    monkeypatch.delenv(CONTEXT_WINDOW_ENV)
+    assert context_window() is None
 
 
 def test_a_missing_cli_says_how_to_install_it_and_reach_it_from_a_session(tmp_path):

@@ -11,7 +11,8 @@ pointed at the session's gateway on the CLI's own wire.
 Both are npm packages, pinned in `NPM_PACKAGES` and installed by `scripts/cli-agents` into one npm
 prefix: `$AGENTCORE_RL_CLI_AGENTS`, else `~/.cache/agentcore-rl/cli-agents`. A bubblewrap session
 hides the harness user's home, so a run binds the prefix in (`runtime.readable_paths`) and passes
-the variable through (`runtime.env_passthrough`); see docs/agents.md.
+the variable through (`runtime.env_passthrough`), as it does `AGENTCORE_RL_CLI_CONTEXT_WINDOW`
+when set; see docs/agents.md.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from .errors import MissingDependencyError
 CLIS = ("codex", "claude")
 NPM_PACKAGES = {"codex": "@openai/codex@0.171.0", "claude": "@anthropic-ai/claude-code@2.1.332"}
 PREFIX_ENV = "AGENTCORE_RL_CLI_AGENTS"
+# The served model's context in tokens, told to the CLI so it compacts its history before the
+# gateway refuses a prompt: Codex's `model_context_window`, Claude Code's
+# CLAUDE_CODE_AUTO_COMPACT_WINDOW (which it raises to its minimum of 100k).
+CONTEXT_WINDOW_ENV = "AGENTCORE_RL_CLI_CONTEXT_WINDOW"
 SHELL_TOOLS = {"codex": "exec_command", "claude": "Bash"}  # each CLI's tool that runs a command
 # Codex features whose tools are not plain functions (the gateway takes function tools only).
 CODEX_OFF = ("multi_agent", "image_generation", "apps", "browser_use", "in_app_browser", "tool_suggest",
@@ -60,6 +65,17 @@ def cli_prefix() -> Path:
     return Path(named) if named else Path.home() / ".cache" / "agentcore-rl" / "cli-agents"
 
 
+def context_window() -> int | None:
+    """`$AGENTCORE_RL_CLI_CONTEXT_WINDOW` as a number of tokens, or None when unset."""
+    named = os.environ.get(CONTEXT_WINDOW_ENV, "").strip()
+    if not named:
+        return None
+    if not named.isdigit() or int(named) < 1:
+        raise ValueError(f"{CONTEXT_WINDOW_ENV}={named!r} is not a number of tokens; set it to the served "
+                         "model's context (sampler.vllm.max_model_len), e.g. 40960, or unset it")
+    return int(named)
+
+
 def cli_binary(cli: str, prefix: Path | None = None) -> Path:
     """The installed CLI's executable; MissingDependencyError naming how to install it."""
     if cli not in CLIS:
@@ -76,29 +92,34 @@ def cli_binary(cli: str, prefix: Path | None = None) -> Path:
 
 
 def cli_command(cli: str, *, prompt: str, base_url: str, api_key: str, model_id: str,
-                prefix: Path | None = None) -> CliCommand:
+                prefix: Path | None = None, window: int | None = None) -> CliCommand:
     """The non-interactive run of `cli` on `prompt`, its model at the gateway `base_url` (`.../v1`)
-    as the session `api_key`; its shell commands run without asking."""
+    as the session `api_key`; its shell commands run without asking. `window`: the model's context
+    in tokens (None: the CLI's own guess for an unknown model)."""
     binary = str(cli_binary(cli, prefix))
     if cli == "codex":
         config = [arg for feature in CODEX_OFF for arg in ("-c", f"features.{feature}=false")]
+        if window is not None:
+            config += ["-c", f"model_context_window={window}"]
         config += ["-c", 'web_search="disabled"', "-c", 'model_provider="arl"', "-c",
                    f'model_providers.arl={{name="arl", base_url="{base_url}", env_key="ARL_API_KEY", '
                    'wire_api="responses"}']
         return CliCommand((binary, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
                            *config, "-m", model_id, prompt), {"ARL_API_KEY": api_key})
-    return CliCommand((binary, "-p", prompt, "--model", model_id, "--allowedTools", "Bash"),
-                      {"ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"), "ANTHROPIC_API_KEY": api_key,
-                       **CLAUDE_QUIET})
+    env = {"ANTHROPIC_BASE_URL": base_url.removesuffix("/v1"), "ANTHROPIC_API_KEY": api_key, **CLAUDE_QUIET}
+    if window is not None:
+        env["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] = str(window)
+    return CliCommand((binary, "-p", prompt, "--model", model_id, "--allowedTools", "Bash"), env)
 
 
 def run_cli(cli: str, *, prompt: str, base_url: str, api_key: str, model_id: str, cwd: Path,
             timeout_s: float = 1800, home: Path | None = None, prefix: Path | None = None,
             tail_chars: int = 4000) -> CliRun:
     """Run `cli` on `prompt` in `cwd` until it exits (its own end, or `timeout_s`: TimeoutExpired).
-    `home`: its HOME (and CODEX_HOME), where it keeps its settings and session files."""
+    `home`: its HOME (and CODEX_HOME), where it keeps its settings and session files. The model's
+    context comes from `$AGENTCORE_RL_CLI_CONTEXT_WINDOW` (`context_window`)."""
     command = cli_command(cli, prompt=prompt, base_url=base_url, api_key=api_key, model_id=model_id,
-                          prefix=prefix)
+                          prefix=prefix, window=context_window())
     env = {**os.environ, **command.env}
     if home is not None:
         env.update(HOME=str(home), CODEX_HOME=str(home / ".codex"))
