@@ -33,9 +33,10 @@ PREFIX_ENV = "AGENTCORE_RL_CLI_AGENTS"
 # CLAUDE_CODE_AUTO_COMPACT_WINDOW (which it raises to its minimum of 100k).
 CONTEXT_WINDOW_ENV = "AGENTCORE_RL_CLI_CONTEXT_WINDOW"
 SHELL_TOOLS = {"codex": "exec_command", "claude": "Bash"}  # each CLI's tool that runs a command
-# Codex features whose tools are not plain functions (the gateway takes function tools only).
+# Codex features off: those whose tools are not plain functions (the gateway takes function tools
+# only), and `plugins`, whose start-up sync downloads a plugin catalogue from GitHub.
 CODEX_OFF = ("multi_agent", "image_generation", "apps", "browser_use", "in_app_browser", "tool_suggest",
-             "skill_search")
+             "skill_search", "plugins")
 # Claude Code's calls home (telemetry, update checks): a session reaches only the gateway anyway.
 CLAUDE_QUIET = {"DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
                 "DISABLE_AUTOUPDATER": "1"}
@@ -101,7 +102,9 @@ def cli_command(cli: str, *, prompt: str, base_url: str, api_key: str, model_id:
         config = [arg for feature in CODEX_OFF for arg in ("-c", f"features.{feature}=false")]
         if window is not None:
             config += ["-c", f"model_context_window={window}"]
-        config += ["-c", 'web_search="disabled"', "-c", 'model_provider="arl"', "-c",
+        # analytics off: at exit Codex otherwise waits ~5 s on its analytics upload in a session that
+        # reaches only the gateway
+        config += ["-c", "analytics.enabled=false", "-c", 'web_search="disabled"', "-c", 'model_provider="arl"', "-c",
                    f'model_providers.arl={{name="arl", base_url="{base_url}", env_key="ARL_API_KEY", '
                    'wire_api="responses"}']
         return CliCommand((binary, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
