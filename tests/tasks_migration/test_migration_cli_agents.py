@@ -65,3 +65,21 @@ async def test_cli_agent_migrates_the_project_through_the_gateway(cli, pack_rows
     assert all(logprob is not None for logprob, mask in zip(trace.logprobs, trace.loss_mask) if mask)
     unmasked = renderer.decode([token for token, mask in zip(completion, trace.loss_mask) if not mask])
     assert "MIGRATED_EOF" not in unmasked  # the tool call is trained; the tool's result is not
+
+
+async def test_a_cli_the_session_cannot_see_is_an_agent_error_that_says_why(pack_rows, tasks, renderer, monkeypatch):
+    """The prefix passed through but not bound in (no runtime.readable_paths): bubblewrap hides
+    the harness user's home, so the app cannot find the CLI and says how to fix it."""
+    prefix = cli_prefix()
+    monkeypatch.setenv(PREFIX_ENV, str(prefix))
+
+    @arl.task(dataset=str(PACK / "data" / "level1.jsonl"), **{**tasks.TASK, "agent": str(PACK / "codex_agent.py")})
+    def test_migration_cli(rollout, row):
+        pass
+
+    runtime = LocalRuntimeConfig(concurrency=1, startup_timeout_s=60, env_passthrough=(PREFIX_ENV,))
+    played = await play(test_migration_cli, pack_rows[1][-1], [], renderer, runtime_config=runtime, timeout_s=60)
+    assert played.handle.status.value == "agent_error"
+    assert "@openai/codex@0.171.0 is not installed" in played.handle.error
+    assert f"runtime.readable_paths=[{prefix}]" in played.handle.error
+    assert played.sampler.calls == []

@@ -45,6 +45,6 @@ def test_the_cli_agents_gpu_recipe_composes(monkeypatch):
     typed, resolved = composed.typed, composed.resolved
     assert resolved["agent"] == "tasks/migration/claude_code_agent.py"
     assert resolved["sampler"]["kind"] == "vllm" and typed.model.name == "models/qwen3-8b"
-    assert resolved["sampler"]["vllm"]["max_model_len"] == 40960 and resolved["trainer"]["device"] == "cuda"
+    assert resolved["sampler"]["vllm"]["max_model_len"] == 32768 and resolved["trainer"]["device"] == "cuda"
     assert typed.runtime.readable_paths == ("/opt/cli-agents",)
     assert typed.runtime.env_passthrough == ("AGENTCORE_RL_CLI_AGENTS", "AGENTCORE_RL_CLI_CONTEXT_WINDOW")
