@@ -123,7 +123,8 @@ def test_without_npm_the_installer_says_what_to_install(tmp_path):
 def test_a_failing_npm_is_reported_with_its_last_lines_and_leaves_no_prefix(tmp_path):
     bin_dir = tmp_path / "bin"
     fake(bin_dir, "node", "exit 0")
-    fake(bin_dir, "npm", "echo 'npm error code E404' >&2; echo 'npm error 404 Not Found - GET https://registry.example/x' >&2; exit 1")
+    fake(bin_dir, "npm", "echo 'npm error code E404' >&2\n"
+                         "echo 'npm error 404 Not Found - GET https://registry.example/x' >&2\nexit 1")
     done = run_script(tmp_path / "cli", bin_dir)
     assert done.returncode == 1
     assert "npm failed (exit 1)" in done.stderr and "npm error 404 Not Found" in done.stderr
