@@ -250,7 +250,7 @@ class LocalTrainer(Trainer):
                 with self._sampler_lock(needed=self._merged is None):
                     result = self._update(items, stats.trained_tokens)
                     self.policy_version += 1
-                self._publish()
+                result["sync_s"] = self._publish()
             return step_metrics(
                 step=self.step_count, policy_version=self.policy_version, stats=stats, lags=lags,
                 started=started, lr=float(self.optimizer.param_groups[0]["lr"]), **result,
@@ -527,17 +527,17 @@ class LocalTrainer(Trainer):
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=getattr(torch, self.config.autocast_dtype))
 
-    def _publish(self) -> None:
-        """Hand the sampler the current policy: the adapted model, or its merged copy."""
+    def _publish(self) -> float | None:
+        """Hand the sampler the current policy: the adapted model, or its merged copy; the seconds it took."""
         if self.sampler is None:
-            return
-        served = self.policy_model
+            return None
+        started, served = time.perf_counter(), self.policy_model
         if self._merged is not None:
-            # one buffer: written in place, between rollouts; two: the idle one, swapped in by
-            # publish_weights once the rows in flight finish
+            # one buffer: written in place between rollouts; two: the idle one, swapped in once rows finish
             with self._sampler_lock(needed=self._merged.in_place):
                 served = self._merged.refresh(self.model)
         self.sampler.publish_weights(served, policy_version=self.policy_version)
+        return time.perf_counter() - started
 
     def _sampler_lock(self, *, needed: bool = True) -> Any:
         """The sampler's lock, where this trainer writes weights the sampler may be decoding."""
