@@ -59,9 +59,9 @@ def tree_rss_kb(root: int) -> int:
     return total
 
 
-def watch(pid: int, stop: threading.Event, seen: dict[str, list[float]]) -> None:
-    """Every 5 s until `stop`: the tree's RSS and the 1-minute load average."""
-    while not stop.wait(5.0):
+def watch(pid: int, stop: threading.Event, seen: dict[str, list[float]], every_s: float = 5.0) -> None:
+    """Every `every_s` until `stop`: the tree's RSS and the 1-minute load average."""
+    while not stop.wait(every_s):
         seen["rss_kb"].append(tree_rss_kb(pid))
         seen["load"].append(os.getloadavg()[0])
 
@@ -80,10 +80,10 @@ def summarize_steps(steps_file: Path) -> dict:
             "train_s_per_step": round(sum(train) / len(train), 1) if train else None}
 
 
-def run_arm(name: str, overrides: list[str], out: Path) -> dict:
-    command = [sys.executable, str(ROOT / "bench" / "rl_lift.py"), "--out", str(out), *ARMS[name], *overrides]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    log = out.parent / f"{name}.log"
+def measure(command: list[str], log: Path) -> dict:
+    """Run `command` (its output into `log`) and measure it and only it: wall, CPU and peak RSS of
+    its process tree, the load average while it ran. (RUSAGE_CHILDREN would fold in every child
+    this script ever waited for: the second arm's peak would be the first's.)"""
     seen: dict[str, list[float]] = {"rss_kb": [], "load": []}
     stop = threading.Event()
     started = time.perf_counter()
@@ -91,24 +91,30 @@ def run_arm(name: str, overrides: list[str], out: Path) -> dict:
         process = subprocess.Popen(command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT)  # noqa: S603
         watcher = threading.Thread(target=watch, args=(process.pid, stop, seen), daemon=True)
         watcher.start()
-        # wait4: this arm's own tree (its waited-for descendants), not every child this script had
+        # wait4: this child's own usage and its waited-for descendants'
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
     stop.set()
     watcher.join()
-    result = {"arm": name, "rc": process.returncode, "command": shlex.join(command),
-              "wall_s": round(time.perf_counter() - started, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-              "peak_rss_mb": round(usage.ru_maxrss / 1024),
-              "peak_tree_rss_mb": round(max(seen["rss_kb"], default=0) / 1024),
-              "load_1min_mean": round(sum(seen["load"]) / len(seen["load"]), 2) if seen["load"] else None,
-              "load_1min_max": max(seen["load"], default=None), "log": str(log)}
+    return {"rc": process.returncode, "wall_s": round(time.perf_counter() - started, 1),
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024),
+            "peak_tree_rss_mb": round(max(seen["rss_kb"], default=0) / 1024),
+            "load_1min_mean": round(sum(seen["load"]) / len(seen["load"]), 2) if seen["load"] else None,
+            "load_1min_max": max(seen["load"], default=None)}
+
+
+def run_arm(name: str, overrides: list[str], out: Path) -> dict:
+    command = [sys.executable, str(ROOT / "bench" / "rl_lift.py"), "--out", str(out), *ARMS[name], *overrides]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log = out.parent / f"{name}.log"
+    result = {"arm": name, "command": shlex.join(command), **measure(command, log), "log": str(log)}
     report = out / "report.json"
     if report.is_file():
         delta = json.loads(report.read_text()).get("delta", {}).get("overall", {})
         result.update(pre=delta.get("pre"), post=delta.get("post"), p_value=delta.get("p_value"),
                       pairs=delta.get("pairs"))
     result.update(summarize_steps(out / "train" / "steps.jsonl"))
-    if process.returncode != 0:
+    if result["rc"] != 0:
         result["tail"] = log.read_text()[-2000:]
     return result
 
