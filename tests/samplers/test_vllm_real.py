@@ -245,7 +245,8 @@ def test_the_hosted_baseline_passes_turns_through_an_openai_compatible_server(en
     from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer
     from agentcore_rl_harness.gateway.server import GatewayServer
     from agentcore_rl_harness.records import SamplingParams
-    from agentcore_rl_harness.samplers.hosted import HostedSettings, build_hosted
+    from agentcore_rl_harness.samplers.hosted import HostedSettings, OpenAIChat
+    from agentcore_rl_harness.samplers.hosted_factory import build_hosted
 
     monkeypatch.delenv("ARL_TEST_NO_KEY", raising=False)
     url = f"{engine.base_url}/v1"
@@ -269,8 +270,7 @@ def test_the_hosted_baseline_passes_turns_through_an_openai_compatible_server(en
     assert answer.choices[0].message.content == direct["choices"][0]["message"]["content"]
     assert finished.traces == () and finished.turns == 2 and finished.metadata["passthrough_turns"] == 2
     assert finished.usage.prompt_tokens > 0 and finished.usage.completion_tokens > 0  # the server's counts
-    wrong = build_hosted(HostedSettings(model=engine.served_model, url=url, api_key_env="ARL_TEST_NO_KEY"))[0]
-    wrong.settings = HostedSettings(model="gpt-none", url=url)
+    wrong = OpenAIChat(HostedSettings(model="gpt-none", url=url, api_key_env="ARL_TEST_NO_KEY"))  # unchecked
     with pytest.raises(SamplingError, match=r"hosted model 'gpt-none' not found at .*HTTP 404"):
         asyncio.run(wrong.reply(messages=messages, tools=None, params=sampling))
     chat.close()
