@@ -30,6 +30,18 @@ def test_without_flag_tasks_skip_with_reason_and_ordinary_tests_run(project):
     result.stdout.fnmatch_lines(["*run it with `pytest --agentcore-rl eval`*"])
 
 
+def test_the_run_hooks_are_registered_only_for_a_run(project):
+    """pytest's junitxml pattern: the per-run plugin object exists only with --agentcore-rl."""
+    project.makepyfile(test_registered="""
+def test_registered(request):
+    names = {name for name, _ in request.config.pluginmanager.list_name_plugin()}
+    with_run = request.config.getoption("agentcore_rl") is not None
+    assert ("agentcore-rl-run" in names, "agentcore-rl-tasks-skipped" in names) == (with_run, not with_run)
+""")
+    project.runpytest("-k", "registered").assert_outcomes(passed=1, deselected=2)
+    project.runpytest("--agentcore-rl", "eval", "-k", "registered").assert_outcomes(passed=1, deselected=6)
+
+
 def test_collect_only_expands_rows_times_samples(project):
     result = project.runpytest("--agentcore-rl", "eval", "--collect-only", "-q",
                                "--agentcore-rl-out", "out")
