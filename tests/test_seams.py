@@ -22,18 +22,18 @@ from agentcore_rl_harness.trainers.base import Trainer
 from agentcore_rl_harness.trainers.fake import RecordingTrainer
 
 ROOT = Path(agentcore_rl_harness.__file__).parent
-SEAM_NAMES = ("live_sessions", "kept", "keep_state", "sft_step", "sft_loss", "restore", "score", "policy_version",
-              "close")
+SEAM_NAMES = ("live_sessions", "kept", "keep_state", "sft_step", "sft_loss", "restore", "score", "policy_version")
+# `close` is probed only where a third-party SDK may lack it (tinker < 0.38); never on a sampler.
+SAMPLER_CLOSE_PROBE = re.compile(r"(getattr|hasattr)\((self\.)?_?(sampler|backend)\b[^)]*[\"']close[\"']")
 
 
 def test_no_caller_probes_a_runtime_trainer_or_sampler_seam():
     probes = []
     for path in sorted(ROOT.rglob("*.py")):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            for name in SEAM_NAMES:
-                if re.search(rf"(getattr|hasattr)\([^)]*[\"']{name}[\"']", line) or (
-                        "inspect.signature" in line and "run_session" in line):
-                    probes.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+            if any(re.search(rf"(getattr|hasattr)\([^)]*[\"']{name}[\"']", line) for name in SEAM_NAMES) or (
+                    SAMPLER_CLOSE_PROBE.search(line) or ("inspect.signature" in line and "run_session" in line)):
+                probes.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert probes == []
 
 
