@@ -15,8 +15,8 @@ ROOT = Path(agentcore_rl_harness.__file__).parent
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "records", "conf", "heap", "interrupts"),
     ("config_schema",),
-    ("tasks", "judged", "mcp_servers", "store", "train_store", "models", "agent", "cli_agents", "progress", "serving",
-     "sanity_agents", "scaffold"),
+    ("tasks", "environments", "judged", "mcp_servers", "store", "train_store", "models", "agent", "cli_agents",
+     "progress", "serving", "sanity_agents", "scaffold"),
     ("gateway",),
     ("samplers", "runtimes", "judges"),
     ("trainers", "tinker_server"),

@@ -211,7 +211,7 @@ class EpisodeRunner:
         try:
             return await self.runtime.run_session(
                 agent=AgentRef(task=case.spec.name, agent=agent.agent, input_id=case.row_id, phase=case.phase,
-                               mcp_servers=case.spec.mcp_servers),
+                               mcp_servers=case.spec.mcp_servers, environment=case.spec.environment_path()),
                 session_id=session_id,
                 payload=payload,
                 timeout_s=timeout_s,
