@@ -46,17 +46,17 @@ class LocalTrainerConfig:
     kind: str = "local"
     finetune: str = "lora"
     """"lora" (adapters through peft) or "full" (every weight)."""
-    lr: float = 1e-4
-    weight_decay: float = 0.0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_eps: float = 1e-8
+    lr: float = 1e-4  # the learning rate (Adam)
+    weight_decay: float = 0.0  # decoupled weight decay (AdamW); 0 = none
+    adam_beta1: float = 0.9  # Adam's decay of the gradient's running mean
+    adam_beta2: float = 0.999  # Adam's decay of the squared gradient's running mean
+    adam_eps: float = 1e-8  # Adam's epsilon, added to the denominator for stability
     max_grad_norm: float | None = 1.0
     """Clip the global gradient norm to this; null = no clipping (the norm is still reported)."""
-    lora_rank: int = 16
-    lora_alpha: float = 32.0
-    lora_dropout: float = 0.0
-    lora_target_modules: tuple[str, ...] = DEFAULT_LORA_TARGETS
+    lora_rank: int = 16  # finetune=lora: the adapters' rank
+    lora_alpha: float = 32.0  # finetune=lora: the adapters' scale is lora_alpha / lora_rank
+    lora_dropout: float = 0.0  # finetune=lora: dropout on the adapters' input
+    lora_target_modules: tuple[str, ...] = DEFAULT_LORA_TARGETS  # finetune=lora: the module names adapted
     lora_layers: int | None = None
     """Adapters on the top N decoder layers only (null = every layer). The backward pass then stops
     at the lowest adapted layer: half the layers ~ a third less time a step on a CPU."""
