@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("run",),
     ("fixtures", "plugin", "pytest_outcomes", "sharding", "_shard_scheduling", "integrations", "sweep",
-     "resume_command", "task_collection", "standalone_gateway", "cli", "config_reference", "run_options"),
+     "task_collection", "standalone_gateway", "cli", "config_reference", "run_options", "run_hooks"),
     ("",),  # the package's own __init__: the public facade
 )
 

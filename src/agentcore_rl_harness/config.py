@@ -172,10 +172,7 @@ def check_warmup(typed: HarnessConfig) -> None:
             f"one: {list(sft_trainers())}); use one of those or set warmup.enabled=false")
 
 
-VALID_CHOICES = {
-    "sampler.kind": ("hf", "vllm", "hosted"),
-    "model.dtype": ("float32", "bfloat16", "float16"),
-}
+VALID_CHOICES = {"sampler.kind": ("hf", "vllm", "hosted"), "model.dtype": ("float32", "bfloat16", "float16")}
 
 # Nodes made of several classes: the keys each takes (the rest of HarnessConfig is typed).
 _SPLIT_NODES = ("runtime", "trainer", "algo")
@@ -201,7 +198,8 @@ def build_runtime_node(node: Any) -> Any:
     if not isinstance(node, dict):
         raise ConfigError(f"config node runtime must be a mapping, got {node!r}")
     kind = node.get("kind", LocalRuntimeConfig.kind)
-    return build(runtime_spec(kind).config_class, node, "runtime", note=f" (runtime={kind})")
+    spec = runtime_spec(kind)
+    return build(spec.config_class, node, "runtime", note=f" (runtime={kind})", moved=spec.moved_keys)
 
 
 def resolved_of(typed: HarnessConfig) -> dict[str, Any]:

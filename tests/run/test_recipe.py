@@ -11,6 +11,7 @@ from run_driver import drive_items
 from run_fakes import FAST, Lines, RecordingTrainer, said_four, write_rows
 
 from agentcore_rl_harness.run.core import Run
+from agentcore_rl_harness.run.options import RunOptions
 from agentcore_rl_harness.run.plan import TrainItem
 from agentcore_rl_harness.run.recipe import configure, probe_rows
 from agentcore_rl_harness.tasks import task_spec
@@ -34,8 +35,8 @@ def run_of(tmp_path, build_harness, replies, *overrides, trainer=None):
     trainer = trainer or RecordingTrainer()
     terminal = Lines()
     harness = build_harness(*TRAIN, *overrides, trainer=trainer, replies=replies)
-    run = Run.create(mode="run", overrides=[*FAST, *TRAIN, *overrides], config_path=None,
-                     out_dir=tmp_path / "out", rootdir=tmp_path, terminal=terminal, harness=harness)
+    run = Run.made(RunOptions(mode="run", overrides=(*FAST, *TRAIN, *overrides), rootdir=tmp_path,
+                              out=tmp_path / "out"), terminal=terminal, harness=harness)
     return run, trainer, terminal
 
 
@@ -144,8 +145,8 @@ def test_start_up_choices_change_the_config_before_the_harness_is_built(tmp_path
         {"name": "calculator", "arguments": {"expression": "2 + 2"}}]}]})
     spec = task_spec(arl.task(dataset=spec.dataset, samples=2, name="toy", oracle=spec_script)(lambda rollout, row: None))
     terminal = Lines()
-    run = Run.create(mode="run", overrides=[*FAST, "model=tiny", "trainer.lora_rank=4"], config_path=None,
-                     out_dir=tmp_path / "out", rootdir=tmp_path, terminal=terminal)
+    run = Run.made(RunOptions(mode="run", overrides=(*FAST, "model=tiny", "trainer.lora_rank=4"), rootdir=tmp_path,
+                              out=tmp_path / "out"), terminal=terminal)
     run.plan(spec)
     configure(run)
     typed = run.config.typed

@@ -16,7 +16,7 @@ from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer, load_te
 from agentcore_rl_harness.gateway.server import GatewayServer
 from agentcore_rl_harness.records import SamplingParams
 from agentcore_rl_harness.run.cases import Case, Episode
-from agentcore_rl_harness.run.episodes import CaseRunner, CaseSettings
+from agentcore_rl_harness.run.episodes import EpisodeRunner, CaseSettings
 from agentcore_rl_harness.run.scoring import RolloutHandle
 from agentcore_rl_harness.runtimes.local import LocalRuntime
 from agentcore_rl_harness.samplers.scripted import ScriptedSampler
@@ -82,7 +82,7 @@ async def play(task_fn, row: dict, replies, renderer: ChatTemplateRenderer, *,
     runtime = LocalRuntime(runtime_config or LocalRuntimeConfig(concurrency=1, startup_timeout_s=60))
     episode = None
     try:
-        runner = CaseRunner(sessions=server.sessions, runtime=runtime, settings=CaseSettings(
+        runner = EpisodeRunner(sessions=server.sessions, runtime=runtime, settings=CaseSettings(
             model_id="tiny", base_url=server.base_url, sampling=SamplingParams(max_tokens=max_tokens),
             agent=agent, timeout_s=timeout_s))
         episode = await runner.run(Case(spec=spec, row=row, sample_index=0, phase="eval"))

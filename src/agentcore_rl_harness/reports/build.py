@@ -260,7 +260,7 @@ def build_report(
                       success_rate=line.get("success_rate"), loss=line.get("loss"),
                       trained_tokens=line.get("trained_tokens"), informative_fraction=_informative(line)[2],
                       reward_spread=line.get("reward_spread"), kl_initial=line.get("kl_initial"),
-                      clip_fraction=line.get("clip_fraction"),
+                      clip_fraction=line.get("clip_fraction"), sync_s=line.get("sync_s"),
                       adapted=[f"{c['key']}={c['value']}" for c in line.get("recipe") or [] if c.get("applied")],
                       **_async_counts(line))
             for line in train_steps

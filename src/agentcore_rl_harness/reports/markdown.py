@@ -79,14 +79,14 @@ def _train_section(report: Report) -> list[str]:
     if not report.train:
         return []
     lines = ["", "## Training reward per step, with its signal", "",
-             "| step | reward | success | loss | informative groups | reward spread | tokens trained | "
-             "KL to initial | clipped | recipe |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| step | reward | success | loss | informative groups | tokens trained | weight sync s | "
+             "reward spread | KL to initial | clipped | recipe |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for step in report.train:
         tokens = "n/a" if step.trained_tokens is None else str(step.trained_tokens)
         lines.append(f"| {step.step} | {num(step.reward_mean)} | {pct(step.success_rate)} | "
-                     f"{num(step.loss, 4)} | {pct(step.informative_fraction)} | {num(step.reward_spread)} | "
-                     f"{tokens} | {num(step.kl_initial, 4)} | {pct(step.clip_fraction)} | "
+                     f"{num(step.loss, 4)} | {pct(step.informative_fraction)} | {tokens} | {num(step.sync_s)} | "
+                     f"{num(step.reward_spread)} | {num(step.kl_initial, 4)} | {pct(step.clip_fraction)} | "
                      f"{md_cell(', '.join(step.adapted)) or '—'} |")
     async_steps = [step for step in report.train if step.staleness is not None]
     if async_steps:
