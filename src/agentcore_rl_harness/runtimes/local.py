@@ -28,8 +28,9 @@ count (and is not in `elapsed_s`).
 Long because one session's life (slot, directory, isolation, spawn or fork, readiness, the
 task's MCP servers (`_mcp.py`), the invoke, its result, the kill and cleanup on every exit path,
 the live sandbox) is one state machine over the registry of live sessions. The rest is separate:
-`isolation.py`, `sandbox.py`, `_zygote*.py`, `_agent_server.py`, `_results.py`, `_processes.py`,
-`_local_session.py` (the session record, agent failures), `_final_state.py` (kept files).
+`isolation.py`, `_launch.py` (a spawned agent process), `sandbox.py`, `_zygote*.py`,
+`_agent_server.py`, `_results.py`, `_processes.py`, `_local_session.py` (the session record,
+agent failures), `_final_state.py` (kept files).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from ._local_session import (
     section,
     stderr_section,
 )
+from ._launch import HARNESS_SRC, SETUP_ATTEMPTS, sandbox_setup_failed, spawn_agent
 from ._mcp import McpStarter
 from ._processes import Child, SpawnedChild, log_rmtree_error, terminate
 from ._session_caps import RESOURCE_EXCEEDED, Caps, SessionCaps, watch
@@ -85,11 +87,7 @@ from .sandbox import SessionSandbox
 logger = logging.getLogger(__name__)
 
 SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
-_SERVER_SCRIPT = Path(__file__).with_name("_agent_server.py")
-_HARNESS_SRC = Path(__file__).resolve().parents[2]
 _EXIT_WAIT_S = 1.0
-_AGENT_SOCKET = ".agent.sock"
-_MAX_UNIX_PATH = 107
 
 
 LOAD_FAILED = "cannot load the agent: "  # how a session says its agent failed to import
@@ -325,7 +323,7 @@ class LocalRuntime(AgentRuntime):
         """The scrubbed environment of a process living in `home` (its HOME; TMPDIR inside)."""
         tmp = home / "tmp"
         tmp.mkdir(exist_ok=True)
-        import_roots = [import_root, str(_HARNESS_SRC)]
+        import_roots = [import_root, str(HARNESS_SRC)]
         import_roots.extend(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
         env = {
             "PATH": os.environ.get("PATH", os.defpath),
@@ -375,9 +373,19 @@ class LocalRuntime(AgentRuntime):
             session.caps.give_to(self.isolation.uid_of(session.workdir))
         try:
             async with asyncio.timeout(self.startup_timeout_s):
-                session.child = await self._launch(session, spec, import_root, env)
-                self._live.add(session.child)
-                port = await self._read_address(session, spec)
+                for attempt in range(1, SETUP_ATTEMPTS + 1):  # bubblewrap's own set-up can race
+                    session.child = await self._launch(session, spec, import_root, env)
+                    self._live.add(session.child)
+                    try:
+                        port = await self._read_address(session, spec)
+                        break
+                    except AgentFailed:
+                        if attempt == SETUP_ATTEMPTS or not sandbox_setup_failed(session, self.isolation):
+                            raise
+                        logger.warning("session %s: bubblewrap failed to set up the sandbox (launch %d "
+                                       "of %d), starting it again:%s", session.session_id, attempt,
+                                       SETUP_ATTEMPTS, stderr_section(session))
+                        await self._terminate(session.child)
                 if not isinstance(session.child, SpawnedChild):  # forked: its pid is known now
                     session.caps.adopt(session.child.pid)
                 if session.network is not None and isinstance(session.child, SpawnedChild):
@@ -401,60 +409,8 @@ class LocalRuntime(AgentRuntime):
                 raise AgentFailed(
                     failure.status, failure.error + section(failure.stderr_tail)
                 ) from None
-        python = shutil.which(self.python)
-        if python is None:
-            raise RuntimeStartError(
-                f"cannot start the agent process with python {self.python!r}: not an executable "
-                "file or a command on PATH; set the local runtime's `python` to a working interpreter"
-            )
-        argv = [python, "-u", str(_SERVER_SCRIPT), "--agent", spec]
-        if isinstance(self.isolation, NoIsolation):
-            argv += ["--parent-pid", str(os.getpid())]
-        else:  # bubblewrap dies with the harness; a uid session watches its parent itself
-            socket_path = str(session.workdir / _AGENT_SOCKET)
-            if len(socket_path) > _MAX_UNIX_PATH:
-                raise RuntimeStartError(
-                    f"session directory {session.workdir} is too long for a unix socket path "
-                    f"({len(socket_path)} > {_MAX_UNIX_PATH} bytes); set a shorter base_dir"
-                )
-            argv += ["--unix", socket_path]
-            if isinstance(self.isolation, SessionUid):
-                argv += ["--parent-pid", str(os.getpid())]
-        info_read = info_write = None
-        if self.isolation.namespaced:
-            info_read, info_write = os.pipe()
-            os.set_blocking(info_read, False)
-        plan = self.isolation.launch(
-            argv, workdir=session.workdir, info_fd=info_write,
-            readable=[Path(import_root), _HARNESS_SRC],
-            hosts_file=session.network.hosts_file if session.network is not None else None)
-        plan = dataclasses.replace(plan, argv=[*session.caps.argv_prefix(), *plan.argv])
-        try:
-            with open(session.stderr_path, "wb") as stderr_file:
-                if plan.user is not None:
-                    os.fchown(stderr_file.fileno(), plan.user, plan.user)
-                process = await asyncio.create_subprocess_exec(
-                    *plan.argv,
-                    cwd=session.workdir,
-                    env=env,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=stderr_file,
-                    **plan.popen_kwargs(),
-                )
-        except OSError as exc:
-            if info_read is not None:
-                os.close(info_read)
-            raise RuntimeStartError(
-                f"cannot start the agent process with python {self.python!r}"
-                f" (isolation {self.isolation.name}): {exc}; set the local runtime's `python` to "
-                "a working interpreter"
-            ) from exc
-        finally:
-            if info_write is not None:
-                os.close(info_write)
-        session.caps.root_pid = process.pid
-        return SpawnedChild(process, info_fd=info_read)
+        return await spawn_agent(session, python=self.python, isolation=self.isolation, spec=spec,
+                                 import_root=import_root, env=env)
 
     async def _read_address(self, session: LocalSession, spec: str) -> int | str:
         assert session.child is not None
