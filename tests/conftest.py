@@ -139,3 +139,20 @@ def pytest_collection_modifyitems(session, config, items):
         if getattr(item, "originalname", None) in SLOW_TESTS.get(name_of(item), ()):
             item.add_marker(pytest.mark.slow)
     items.sort(key=rank)  # stable: the order inside a file and among the rest is kept
+
+
+JAVA_ENVIRONMENT = os.path.join(os.path.dirname(__file__), "..", "tasks", "migration", "environments", "java.yaml")
+
+
+@pytest.fixture(scope="session")
+def java_environment():
+    """The migration pack's Java environment (a Debian-built rootfs), built once by
+    `scripts/setup test`; a test that needs it fails, with the command, where it is not built."""
+    from agentcore_rl_harness.environments import find_built, load_spec
+
+    spec = load_spec(JAVA_ENVIRONMENT)
+    built = find_built(spec)
+    if built is None:
+        pytest.fail(f"the environment {spec.name} is not built: run `bash scripts/setup test` or "
+                    f"`agentcore-rl env build {os.path.relpath(spec.source)}` (once; cached)")
+    return built

@@ -105,6 +105,16 @@ def test_each_runtime_kind_has_its_own_concurrency_default():
     assert cfg.compose_config(["runtime=agentcore", "runtime.concurrency=4"]).typed.runtime.concurrency == 4
 
 
+def test_every_key_of_the_configuration_reference_says_what_it_does():
+    """A new key needs its doc line: a comment beside the field, or a string just below it."""
+    from agentcore_rl_harness.config_reference import reference
+
+    rows = [[cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+            for line in reference().splitlines() if line.startswith("| `")]
+    assert len(rows) > 200 and all(len(row) == 4 for row in rows)
+    assert [key for key, _, _, doc in rows if not doc] == []  # trainer=skyrl's inherit tinker's docs
+
+
 def test_the_configuration_reference_is_up_to_date():
     from agentcore_rl_harness.config_reference import main, reference
 

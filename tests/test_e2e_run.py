@@ -44,6 +44,11 @@ def test_run_mode_pre_train_post(toy, tiny_model_dir):
     assert [s["step"] for s in steps] == [1, 2]
     for step in steps:
         assert step["rollouts"] == 6 and "loss" in step and step["wall_time_s"]["total"] > 0
+        # the swap into the in-process sampler, timed (None: a step that trained nothing synced nothing)
+        if step["trained_tokens"]:
+            assert 0 < step["sync_s"] < step["wall_time_s"]["train"]
+        else:
+            assert step["sync_s"] is None
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-00001", "step-00002"]
     report = json.loads((run / "report.json").read_text())
     assert report["delta"]["overall"]["pairs"] == 6
@@ -52,6 +57,8 @@ def test_run_mode_pre_train_post(toy, tiny_model_dir):
     assert report["overall"]["rollouts"] == 6  # the items are the post-eval
     markdown = (run / "report.md").read_text()
     assert "Before and after training" in markdown and "Training reward per step" in markdown
+    assert "| tokens trained | weight sync s |" in markdown
+    assert all(f"| {s['sync_s']:.3f} |" in markdown for s in steps if s["sync_s"] is not None)
     result.stdout.fnmatch_lines(["*agentcore-rl pre -> post:*McNemar p=*"])
 
 

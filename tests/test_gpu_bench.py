@@ -100,3 +100,23 @@ def test_the_sampler_preflight_samples_with_the_real_in_process_sampler():
     spec.loader.exec_module(smoke)
     assert smoke.sampler_preflight("tiny", device="cpu") is None
     assert "CUDA" in smoke.sampler_preflight("tiny", device="cuda")  # no CUDA here: its error, not a crash
+
+
+def test_the_summary_line_averages_the_recorded_sync_time_per_step(tmp_path):
+    """The one line a GPU run prints: sync_s/step is the mean of steps.jsonl's `sync_s` (a step that
+    synced nothing is left out), and a run without steps says n/a rather than guess."""
+    import json
+
+    spec = importlib.util.spec_from_file_location("gpu_smoke", ROOT / "bench" / "gpu" / "smoke.py")
+    smoke = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smoke)
+    (tmp_path / "train").mkdir()
+    (tmp_path / "report.json").write_text(json.dumps({"delta": {"overall": {"pre": 0.25, "post": 0.5, "p_value": 0.1}}}))
+    (tmp_path / "rollouts.jsonl").write_text("".join(json.dumps({"turns": 2}) + "\n" for _ in range(5)))
+    steps = [{"wall_time_s": {"train": 3.0}, "sync_s": 0.1}, {"wall_time_s": {"train": 5.0}, "sync_s": 0.3},
+             {"wall_time_s": {"train": 1.0}, "sync_s": None}]
+    (tmp_path / "train" / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+    line = smoke.summary("vllm", tmp_path, 10.0, 0, "H100")
+    assert "lift=0.250->0.500" in line and "turns/s=1.00 turns=10 steps=3" in line
+    assert "train_s/step(incl. sync)=3.000 sync_s/step=0.200 " in line
+    assert "sync_s/step=n/a" in smoke.summary("hf", tmp_path / "none", 1.0, 1, None)

@@ -15,8 +15,8 @@ ROOT = Path(agentcore_rl_harness.__file__).parent
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "records", "conf", "heap", "interrupts"),
     ("config_schema",),
-    ("tasks", "judged", "mcp_servers", "store", "train_store", "models", "agent", "progress", "serving",
-     "sanity_agents", "scaffold"),
+    ("tasks", "environments", "judged", "mcp_servers", "store", "train_store", "models", "agent", "cli_agents",
+     "progress", "serving", "sanity_agents", "scaffold"),
     ("gateway",),
     ("samplers", "runtimes", "judges"),
     ("trainers", "tinker_server"),
@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("run",),
     ("fixtures", "plugin", "pytest_outcomes", "sharding", "_shard_scheduling", "integrations", "sweep",
-     "resume_command", "task_collection", "standalone_gateway", "cli", "config_reference", "run_options"),
+     "task_collection", "standalone_gateway", "cli", "config_reference", "run_options", "run_hooks"),
     ("",),  # the package's own __init__: the public facade
 )
 

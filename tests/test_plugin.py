@@ -24,10 +24,25 @@ def project(pytester):
     return pytester
 
 
+REGISTERED_FILE = """
+def test_registered(request):
+    names = {name for name, _ in request.config.pluginmanager.list_name_plugin()}
+    with_run = request.config.getoption("agentcore_rl") is not None
+    assert ("agentcore-rl-run" in names, "agentcore-rl-tasks-skipped" in names) == (with_run, not with_run)
+"""
+
+
 def test_without_flag_tasks_skip_with_reason_and_ordinary_tests_run(project):
+    project.makepyfile(test_registered=REGISTERED_FILE)  # and the run's hooks are not registered
     result = project.runpytest("-rs")
-    result.assert_outcomes(passed=1, skipped=1)
+    result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*run it with `pytest --agentcore-rl eval`*"])
+
+
+def test_the_run_hooks_are_registered_only_for_a_run(project):
+    """pytest's junitxml pattern: the per-run plugin object exists only with --agentcore-rl."""
+    project.makepyfile(test_registered=REGISTERED_FILE)
+    project.runpytest("--agentcore-rl", "eval", "-k", "registered").assert_outcomes(passed=1, deselected=7)
 
 
 def test_collect_only_expands_rows_times_samples(project):

@@ -3,11 +3,18 @@ subclasses, so no caller in the package probes for them with getattr or inspect.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import re
 from pathlib import Path
 
+import pytest
+
 import agentcore_rl_harness
+from agentcore_rl_harness.errors import SamplingError
+from agentcore_rl_harness.gateway.forcing import forced_sample
+from agentcore_rl_harness.gateway.sampling import SamplingBackend
+from agentcore_rl_harness.records import SampleResult, SamplingParams
 from agentcore_rl_harness.records import SessionOutcome, Status
 from agentcore_rl_harness.runtimes.base import AgentRuntime
 from agentcore_rl_harness.runtimes.fake import FakeRuntime
@@ -15,17 +22,18 @@ from agentcore_rl_harness.trainers.base import Trainer
 from agentcore_rl_harness.trainers.fake import RecordingTrainer
 
 ROOT = Path(agentcore_rl_harness.__file__).parent
-SEAM_NAMES = ("live_sessions", "kept", "keep_state", "sft_step", "sft_loss", "restore")
+SEAM_NAMES = ("live_sessions", "kept", "keep_state", "sft_step", "sft_loss", "restore", "score", "policy_version")
+# `close` is probed only where a third-party SDK may lack it (tinker < 0.38); never on a sampler.
+SAMPLER_CLOSE_PROBE = re.compile(r"(getattr|hasattr)\((self\.)?_?(sampler|backend)\b[^)]*[\"']close[\"']")
 
 
-def test_no_caller_probes_a_runtime_or_trainer_seam():
+def test_no_caller_probes_a_runtime_trainer_or_sampler_seam():
     probes = []
     for path in sorted(ROOT.rglob("*.py")):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            for name in SEAM_NAMES:
-                if re.search(rf"(getattr|hasattr)\([^)]*[\"']{name}[\"']", line) or (
-                        "inspect.signature" in line and "run_session" in line):
-                    probes.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+            if any(re.search(rf"(getattr|hasattr)\([^)]*[\"']{name}[\"']", line) for name in SEAM_NAMES) or (
+                    SAMPLER_CLOSE_PROBE.search(line) or ("inspect.signature" in line and "run_session" in line)):
+                probes.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert probes == []
 
 
@@ -53,3 +61,45 @@ def test_a_trainer_releases_nothing_by_default():
         policy_version = 0
 
     assert Minimal().close() is None
+
+
+def test_every_shipped_sampler_subclasses_the_seam():
+    """Read from the source (no sampler module is imported): a class with `async def sample`."""
+    samplers, outside = [], []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.name != "SamplingBackend" and any(
+                    isinstance(item, ast.AsyncFunctionDef) and item.name == "sample" for item in node.body):
+                samplers.append(node.name)
+                if "SamplingBackend" not in {ast.unparse(base) for base in node.bases}:
+                    outside.append(f"{path.relative_to(ROOT)}: {node.name}")
+    assert {"HFLocalSampler", "ScriptedSampler", "VLLMSampler", "TinkerSampler", "NoTokens"} <= set(samplers)
+    assert outside == []
+
+
+class _Plain(SamplingBackend):
+    """Samples only: no weights version, no scoring, nothing to close (the seam's defaults)."""
+
+    async def sample(self, *, prompt_token_ids, params, on_token=None):
+        return SampleResult(token_ids=(1,), logprobs=(-0.1,), finish_reason="stop", policy_version=0)
+
+
+def test_a_sampler_that_only_samples_keeps_no_version_and_says_it_cannot_score():
+    sampler = _Plain()
+    assert isinstance(sampler, SamplingBackend) and sampler.policy_version is None and sampler.close() is None
+    with pytest.raises(SamplingError, match="the _Plain sampler cannot score a completion; scoring needs"):
+        asyncio.run(sampler.score(prompt_token_ids=[1], completion_token_ids=[2]))
+
+
+def test_a_forced_turn_from_a_sampler_that_cannot_score_has_zero_logprobs_and_the_run_version(tiny_model_dir):
+    from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer, load_template
+    from agentcore_rl_harness.models import load_tokenizer
+
+    renderer = ChatTemplateRenderer(load_tokenizer(tiny_model_dir), chat_template=load_template())
+    messages = [{"role": "user", "content": "hi"}]
+    prompt = renderer.encode(renderer.render(messages))
+    result, source = asyncio.run(forced_sample(
+        sampler=_Plain(), renderer=renderer, prompt_token_ids=prompt, messages=messages,
+        reply={"role": "assistant", "content": "hello"}, index=0, tools=None,
+        params=SamplingParams(temperature=1.0), policy_version=7))
+    assert source == "zero" and set(result.logprobs) == {0.0} and result.policy_version == 7

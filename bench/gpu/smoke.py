@@ -162,19 +162,21 @@ def summary(path: str, out: Path, wall_s: float, rc: int, gpu: str | None) -> st
     steps = [json.loads(line) for line in steps_file.read_text().splitlines()] if steps_file.is_file() else []
     train = [s["wall_time_s"]["train"] for s in steps if "wall_time_s" in s]
     fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-    # the harness keeps per-publish sync times in memory only (VLLMPolicySampler.sync_seconds):
-    # the step's train time below includes the sync (LoRA push to vLLM, or in-process publish)
+    # each step's weight sync (LoRA push / full reload to vLLM, or the in-process swap) is its
+    # steps.jsonl `sync_s`; the step's train time includes it
+    syncs = [s["sync_s"] for s in steps if s.get("sync_s") is not None]
     return (f"gpu-smoke path={path} gpu={gpu!r} rc={rc} lift={fmt(delta.get('pre'))}->{fmt(delta.get('post'))} "
             f"p={fmt(delta.get('p_value'))} turns/s={turns / wall_s if wall_s else 0:.2f} turns={turns} "
             f"steps={len(steps)} train_s/step(incl. sync)={fmt(sum(train) / len(train) if train else None)} "
-            f"sync_s=not-recorded wall_s={wall_s:.1f} out={out}")
+            f"sync_s/step={fmt(sum(syncs) / len(syncs) if syncs else None)} wall_s={wall_s:.1f} out={out}")
 
 
 def sampler_preflight(model: str, device: str = "cuda") -> str | None:
     """One short sample by the in-process sampler with its model on `device`; the error, or None.
 
-    The embedded trainer honours `trainer.device`, but `sampler=hf` decodes the same model object:
-    this checks, before the run, that the sampler can feed a model that lives on the GPU."""
+    The embedded trainer moves the model to `trainer.device`, and `sampler=hf` decodes that same
+    model object: this checks, before the run, that every tensor the sampler builds follows it
+    (a batch of two rows of one prompt, a prefix-cache hit, and a teacher-forced score)."""
     import asyncio
 
     from agentcore_rl_harness.models import load_model, resolve_model
@@ -184,7 +186,14 @@ def sampler_preflight(model: str, device: str = "cuda") -> str | None:
     sampler = None
     try:
         sampler = HFLocalSampler(load_model(resolve_model(model), device=device))
-        asyncio.run(sampler.sample(prompt_token_ids=[1, 2, 3], params=SamplingParams(max_tokens=2, seed=0)))
+        params = SamplingParams(max_tokens=2, temperature=1.0)
+
+        async def probe() -> None:
+            await asyncio.gather(*(sampler.sample(prompt_token_ids=[1, 2, 3, 4], params=params) for _ in range(2)))
+            await sampler.sample(prompt_token_ids=[1, 2, 3, 4, 5], params=SamplingParams(max_tokens=2, seed=0))
+            await sampler.score(prompt_token_ids=[1, 2, 3], completion_token_ids=[4, 5], temperature=1.0)
+
+        asyncio.run(probe())
     except Exception as exc:  # noqa: BLE001 - reported to the user as the reason to stop
         return f"{type(exc).__name__}: {exc}"
     finally:
@@ -228,9 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         error = sampler_preflight(args.model if args.model != "hub" else args.fallback)
         if error is not None:
             print(f"gpu smoke: the in-process sampler (sampler=hf) cannot decode a model on CUDA: {error}. "
-                  "samplers/hf_local.py builds its input tensors on the CPU (torch.tensor(...) with no "
-                  "device), so the in-process CUDA path does not work yet; use the vLLM path "
-                  "(--path vllm with a CUDA vLLM venv at --venv)", file=sys.stderr)
+                  "every tensor samplers/hf_local.py builds should follow the model's device "
+                  "(tests/samplers/test_device_plumbing.py); report this error, and use the vLLM path "
+                  "meanwhile (--path vllm with a CUDA vLLM venv at --venv)", file=sys.stderr)
             return 3
     env_run = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     started = time.monotonic()

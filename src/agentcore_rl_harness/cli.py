@@ -1,4 +1,4 @@
-"""The `agentcore-rl` console script: init, models, gateway, report, rescore, sweep, view."""
+"""The `agentcore-rl` console script: init, models, gateway, report, rescore, sweep, view, env."""
 
 from __future__ import annotations
 
@@ -112,6 +112,8 @@ def _parser() -> argparse.ArgumentParser:
         "export", add_help=False,
         help="write a task's rows as verl / slime training data (`agentcore-rl export --help`)",
     )
+    commands.add_parser(  # parsed in environments/cli.py
+        "env", help="build, list or write the Dockerfile of task environments (root filesystems)")
     commands.add_parser(  # parsed in viewer/cli.py
         "view", add_help=False,
         help="browse run directories in a local web viewer (`agentcore-rl view --help`)",
@@ -133,6 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .integrations.export import main as export_main
 
         return export_main(argv[1:])
+    if argv[:1] == ["env"]:
+        from .environments.cli import main as env_main
+
+        return env_main(argv[1:])
     if argv[:1] == ["view"]:
         from .viewer.cli import main as view_main
 

@@ -200,7 +200,8 @@ def build_runtime_node(node: Any) -> Any:
     if not isinstance(node, dict):
         raise ConfigError(f"config node runtime must be a mapping, got {node!r}")
     kind = node.get("kind", LocalRuntimeConfig.kind)
-    return build(runtime_spec(kind).config_class, node, "runtime", note=f" (runtime={kind})")
+    spec = runtime_spec(kind)
+    return build(spec.config_class, node, "runtime", note=f" (runtime={kind})", moved=spec.moved_keys)
 
 
 def resolved_of(typed: HarnessConfig) -> dict[str, Any]:

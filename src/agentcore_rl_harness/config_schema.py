@@ -15,7 +15,7 @@ import textwrap
 import tokenize
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .errors import ConfigError
@@ -34,12 +34,19 @@ def unknown_key_message(unknown: Iterable[str], valid: Iterable[str], where: str
             f"{' ' if hints else ''}valid keys of {where or '<root>'}: {', '.join(valid)}")
 
 
-def build(cls: type, data: Any, path: str, *, extra_valid: Iterable[str] = (), note: str = "") -> Any:
+def build(cls: type, data: Any, path: str, *, extra_valid: Iterable[str] = (), note: str = "",
+          moved: Mapping[str, str] | None = None) -> Any:
     """Build frozen dataclass `cls` from a plain mapping, rejecting unknown keys and bad types.
     `extra_valid`: keys another node of the same mapping takes (named in the valid-key list);
-    `note`: said after the node's name in an unknown-key message (`(runtime=local)`)."""
+    `note`: said after the node's name in an unknown-key message (`(runtime=local)`);
+    `moved`: old key -> its new place under this node (an old key is refused, naming it)."""
     if not isinstance(data, dict):
         raise ConfigError(f"config node {path or '<root>'} must be a mapping, got {data!r}")
+    for old, new in (moved or {}).items():
+        if old in data and not (new.startswith(f"{old}.") and isinstance(data[old], dict)):
+            value = "null" if data[old] is None else data[old]
+            raise ConfigError(f"config key {path}.{old} is {path}.{new} now: set {path}.{new}={value} "
+                              f"(in a YAML file, nest it under `{new.split('.')[0]}:`)")
     hints = typing.get_type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls)}
     unknown = set(data) - set(known) - set(extra_valid)
@@ -117,7 +124,16 @@ def default_of(f: dataclasses.Field[Any]) -> Any:
 @functools.cache
 def field_docs(cls: type) -> dict[str, str]:
     """Each field's doc: the string just below it (an attribute docstring), else the comment at
-    the end of its line, else the comment lines just above it."""
+    the end of its line, else the comment lines just above it. A subclass inherits its bases'."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            docs.update(_own_field_docs(klass))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
+    """The docs of the fields `cls`'s own source declares."""
     try:
         source = textwrap.dedent(inspect.getsource(cls))
     except (OSError, TypeError):

@@ -43,6 +43,11 @@ class SandboxError(HarnessError):
     is missing or too large); the message names the session and the path."""
 
 
+class EnvironmentBuildError(HarnessError):
+    """A task's environment (its root filesystem) cannot be read, built or used; the message
+    names the environment, what failed and the command that fixes it."""
+
+
 class MissingDependencyError(HarnessError, ImportError):
     """An optional dependency is not installed; the message says what to pip install."""
 

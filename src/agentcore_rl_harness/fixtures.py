@@ -13,7 +13,8 @@ from .config import HarnessConfig
 from .errors import SandboxError
 from .pytest_outcomes import run_of
 from .run.backend import Backend
-from .run.core import ExtraSessions, Run
+from .run.core import Run
+from .run.extra_sessions import ExtraSessions
 from .run.plan import MODES, TrainItem
 from .run.sandbox import Sandbox
 from .run.scoring import RolloutHandle
@@ -41,7 +42,8 @@ def row(_arl_case) -> dict | None:
 
 @pytest.fixture
 def rollout(request: pytest.FixtureRequest, _arl_case) -> RolloutHandle | None:
-    """The finished episode for this case (waits for it); set `.reward` to override scoring."""
+    """This case's rollout while the test body judges it: a handle on the finished episode
+    (waits for it; `.result`, `.traces`); set `.reward` to override scoring."""
     if isinstance(_arl_case, TrainItem):
         return None  # train mode: the item reports on training, its body is not run
     return _require(request).rollout_for(request.node.nodeid)
@@ -56,7 +58,7 @@ def gateway(request: pytest.FixtureRequest):
 @pytest.fixture
 def agentcore_session(request: pytest.FixtureRequest, _arl_case) -> ExtraSessions:
     """Run extra agent sessions by hand: `agentcore_session.run(payload)` -> RolloutHandle."""
-    return _require(request).extra_sessions(_arl_case)
+    return ExtraSessions(_require(request).started_harness(), _arl_case)
 
 
 @pytest.fixture

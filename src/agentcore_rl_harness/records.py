@@ -3,6 +3,22 @@
 These are the RL vocabulary of the harness: what a sampler returns (`SampleResult`), what the
 gateway captures per session (`Trace`), and what the runner writes per episode (`Rollout`).
 Field names follow the rollout record in DESIGN.md; `to_json` gives exactly that record.
+
+Glossary (one meaning each, in code, docs and reports; docs/concepts.md says it for users):
+- task: a test function declared with `@arl.task`: dataset, agent, rewards, success in its body.
+- row: one dataset record; sample: the index of a repeated attempt at a row (`s0`, `s1`, ...).
+- case: one row x one sample of a task (`run.cases.Case`), one pytest item.
+- group: the cases of one row in one phase (and step); GRPO compares rewards inside it.
+- episode: what the agent did for one case, not yet scored (`run.cases.Episode`, made by
+  `run.episodes.EpisodeRunner`): its session's outcome and traces.
+- agent session: where one episode runs (a local process, an AgentCore session); its id is the
+  rollout's `session_id`. Gateway session: the gateway's record of the model calls made with
+  that id as the key (`gateway.sessions.Session`), holding the episode's turns and traces.
+- turn: one model call: one request to the gateway and the one reply it sampled.
+- trace: one token sequence for training (`Trace`): token ids, loss mask, logprobs; the turns of
+  a linear episode fold into one, a rewritten history starts another.
+- rollout: the scored record of one case (`Rollout`), one line of rollouts.jsonl; the `rollout`
+  fixture is its handle (`RolloutHandle`) while the test body decides its verdict.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ the one policy the post-eval samples from.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ import pytest
 
 from .records import Rollout
 from .run.core import Run
+from .run.options import RunOptions
 
 WORKER_INPUT = "agentcore_rl"  # workerinput / workeroutput key
 REPORT_ROLLOUTS = "agentcore_rl_rollouts"  # TestReport attribute: the item's records (JSON lines)
@@ -84,12 +86,12 @@ def worker_setup(config: pytest.Config) -> dict[str, Any]:
     return setup
 
 
-def attached_run(config: pytest.Config, mode: str, terminal: Any) -> Run:
-    """This worker's share of the controller's run."""
+def attached_run(config: pytest.Config, options: RunOptions, terminal: Any) -> Run:
+    """This worker's share of the controller's run (with the controller's overrides)."""
     setup = worker_setup(config)
-    return Run.attach(mode=mode, run_dir=Path(setup["run_dir"]), resolved=setup["resolved"],
-                      overrides=list(setup["overrides"]), resumed=setup["resumed"],
-                      rootdir=Path(config.rootpath), terminal=terminal)
+    return Run.attach(dataclasses.replace(options, overrides=tuple(setup["overrides"])),
+                      run_dir=Path(setup["run_dir"]), resolved=setup["resolved"], resumed=setup["resumed"],
+                      terminal=terminal)
 
 
 def shard_indices(count: int, shard: int, shards: int) -> list[int]:
@@ -164,23 +166,20 @@ class ShardController:
         output = getattr(node, "workeroutput", {}).get(WORKER_INPUT)
         run = self._run
         if output is not None:
-            run.infra_errors += int(output["infra_errors"])
-            run.other_failures += int(output["other_failures"])
-            run.task_tags.update(output["tags"])
+            run.add_worker_counts(infra_errors=int(output["infra_errors"]),
+                                  other_failures=int(output["other_failures"]), tags=output["tags"])
         if error is not None or output is None:
-            run.infra_errors += 1
-            run.write(f"agentcore-rl: worker {name} stopped before its share of the items finished "
-                      f"({error or 'no result'}); what it sent is kept in {run.run_dir}: redo the "
-                      f"rest with --agentcore-rl-resume {run.run_dir}")
+            run.worker_lost(f"agentcore-rl: worker {name} stopped before its share of the items finished "
+                            f"({error or 'no result'}); what it sent is kept in {run.run_dir}: redo the "
+                            f"rest with --agentcore-rl-resume {run.run_dir}")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self) -> None:
         """Before the run finishes: its rollouts in collection order, as one process has them."""
         order = {nodeid: index for index, nodeid in enumerate(self._collection)}
-        received = [rollout for nodeid in sorted(self._received, key=lambda n: order.get(n, len(order)))
-                    for rollout in self._received[nodeid]]
-        sent = {id(rollout) for rollout in received}
-        self._run.rollouts = [r for r in self._run.rollouts if id(r) not in sent] + received
+        position = {id(rollout): order.get(nodeid, len(order)) for nodeid, rollouts in self._received.items()
+                    for rollout in rollouts}  # the rollouts a resume kept stay first
+        self._run.order_rollouts(lambda rollout: position.get(id(rollout), -1))
 
 
 class ShardWorker:

@@ -19,6 +19,7 @@ from .errors import ConfigError
 from .records import SessionLimits
 from .gateway.rendering import ChatTemplateRenderer
 from .gateway.config import GatewayConfig, GatewayTLS
+from .gateway.sampling import SamplingBackend
 from .gateway.server import GatewayServer
 from .records import HistoryMode
 
@@ -70,9 +71,7 @@ def run_standalone(
             except KeyboardInterrupt:
                 print("gateway: stopping", file=out, flush=True)
     finally:
-        close = getattr(backend, "close", None)
-        if close is not None:
-            close()
+        backend.close()
 
 
 def _check_options(sampler: str, sampler_url: str | None, history: str) -> None:
@@ -86,7 +85,7 @@ def _check_options(sampler: str, sampler_url: str | None, history: str) -> None:
                           "(e.g. http://127.0.0.1:8000)")
 
 
-def build_sampler(kind: str, *, model_path: Any, sampler_url: str | None, sampler_model: str | None) -> Any:
+def build_sampler(kind: str, *, model_path: Any, sampler_url: str | None, sampler_model: str | None) -> SamplingBackend:
     """The `SamplingBackend` a `--sampler` choice names (imports only what that choice needs)."""
     if kind == "hf":
         from .models import load_model

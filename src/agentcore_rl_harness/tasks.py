@@ -68,6 +68,7 @@ class TaskSpec:
     sandbox: bool = False  # keep each session's final files for the `sandbox` fixture
     limits: TaskLimits = TaskLimits()  # per-episode limits on top of the run's (`@task(limits=...)`)
     mcp_servers: tuple[McpServer, ...] = ()  # MCP tool servers started per session
+    environment: str | None = None  # its sessions' root filesystem (environments/), task-relative
 
     @functools.cached_property
     def needs_sandbox(self) -> bool:
@@ -81,6 +82,10 @@ class TaskSpec:
         if self.agent.endswith(".py"):
             return str((self.base_dir / self.agent).resolve())
         return self.agent
+
+    def environment_path(self) -> str | None:
+        """The environment's spec file (or rootfs) as an absolute path, or None."""
+        return None if self.environment is None else str((self.base_dir / self.environment).resolve())
 
 
 def task(
@@ -98,6 +103,7 @@ def task(
     sandbox: bool = False,
     limits: TaskLimits | dict[str, Any] | None = None,
     mcp_servers: Sequence[McpServer] = (),
+    environment: str | None = None,
 ):
     """Declare a task test: one case per dataset row x sample, `samples` cases form a group.
 
@@ -111,6 +117,10 @@ def task(
     `limits`: per-episode limits on top of the run-wide ones, e.g. `{"max_turns": 8, "max_tokens":
     2000, "max_tool_calls": 5, "timeout_s": 60}`; an episode that runs into one is `limit_exceeded`.
     `mcp_servers`: MCP tool servers started per session (`arl.McpServer`, `mcp_servers.py`).
+    `environment`: a root filesystem the task's local sessions run in, read-only as their `/`:
+    an environment spec file (YAML: Debian packages, pip packages), a rootfs directory or a
+    tarball, relative to the task file (see docs/environments.md; built once with
+    `agentcore-rl env build PATH`).
     """
     task_limits = TaskLimits.parse(limits, where="@task(limits=...)")
     if not isinstance(samples, int) or samples < 1:
@@ -150,6 +160,7 @@ def task(
             oracle=oracle,
             sandbox=bool(sandbox),
             limits=task_limits,
+            environment=environment,
         )
         check_unique(tuple(mcp_servers), task=spec.name)
         spec = replace(spec, mcp_servers=tuple(server.in_task(base_dir) for server in mcp_servers))

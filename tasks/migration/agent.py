@@ -44,6 +44,11 @@ SYSTEM_PROMPT = (
     "keep its behaviour and public functions, never edit tests, and run the tests before you "
     "answer."
 )
+SYSTEM_PROMPTS = {  # by the payload's `language`
+    "python": SYSTEM_PROMPT,
+    "java": SYSTEM_PROMPT.replace("a Python maintenance", "a Java maintenance")
+    .replace("`python -m unittest`", "`sh run_tests.sh`").replace("public functions", "public methods"),
+}
 
 
 class Workspace:
@@ -122,7 +127,7 @@ def make_tools(workspace: Workspace) -> list:
     return [list_files, read_file, write_file, run]
 
 
-def build_agent(rollout: dict, workspace: Workspace) -> tuple[Agent, dict[str, int]]:
+def build_agent(rollout: dict, workspace: Workspace, language: str = "python") -> tuple[Agent, dict[str, int]]:
     """The Strands agent, and its model-call counter (the budget hook stops it past the cap)."""
     sampling = rollout.get("sampling_params") or {}
     max_tokens = min(MAX_TOKENS, int(sampling.get("max_tokens") or MAX_TOKENS))
@@ -132,7 +137,7 @@ def build_agent(rollout: dict, workspace: Workspace) -> tuple[Agent, dict[str, i
         model_id=rollout["model_id"],
         params={"max_tokens": max_tokens},
     )
-    agent = Agent(model=model, tools=make_tools(workspace), system_prompt=SYSTEM_PROMPT,
+    agent = Agent(model=model, tools=make_tools(workspace), system_prompt=SYSTEM_PROMPTS[language],
                   callback_handler=None, conversation_manager=NullConversationManager())
     calls = {"model": 0}
 
@@ -155,7 +160,7 @@ def invoke(payload):
     workspace = Workspace(Path(os.getcwd()) / PROJECT_DIR)
     workspace.lay_out(payload["files"])
     before = {path: workspace.path(path).read_text(encoding="utf-8") for path in workspace.listing()}
-    agent, calls = build_agent(payload["_rollout"], workspace)
+    agent, calls = build_agent(payload["_rollout"], workspace, payload.get("language", "python"))
     stop_reason, reply = "end_turn", ""
     try:
         reply = str(agent(payload["instruction"])).strip()

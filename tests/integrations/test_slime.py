@@ -99,7 +99,7 @@ def test_post_process_reads_reward_key():
 
 
 class _FakeRunner:
-    """Stands in for EpisodeRunner: scripted rollouts per submitted case, in order."""
+    """Stands in for RolloutRunner: scripted rollouts per submitted case, in order."""
 
     def __init__(self, rollouts, policy):
         self.rollouts = list(rollouts)

@@ -51,6 +51,19 @@ def test_markdown_has_intervals_and_paired_deltas_in_run_mode():
     assert "Before and after training" in text and "McNemar" in text
 
 
+def test_markdown_shows_each_steps_weight_sync_time():
+    report = build_report(
+        run_id="r", mode="run", config={"model": {"name": "tiny"}}, overrides=[], versions={}, git_sha=None,
+        started_at="", wall_time_s=1.0, rollouts=[make_rollout("r0", phase="post")], item_phase="post",
+        train_steps=[{"step": 1, "reward_mean": 0.5, "trained_tokens": 12, "sync_s": 0.0421},
+                     {"step": 2, "reward_mean": 0.5, "trained_tokens": 0, "sync_s": None}])
+    assert [step.sync_s for step in report.train] == [0.0421, None]
+    text = render_markdown(report)
+    assert "| step | reward | success | loss | informative groups | tokens trained | weight sync s |" in text
+    assert "| 1 | 0.500 | n/a | n/a | n/a | 12 | 0.042 |" in text
+    assert "| 2 | 0.500 | n/a | n/a | n/a | 0 | n/a |" in text  # nothing trained: nothing synced
+
+
 def _details(case):
     return dict(line.split(": ", 1) for line in case.find("system-out").text.splitlines())
 

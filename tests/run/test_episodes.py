@@ -8,7 +8,7 @@ import pytest
 from agentcore_rl_harness.errors import HarnessError
 from agentcore_rl_harness.records import SamplingParams, SessionOutcome, Status, Usage
 from agentcore_rl_harness.run.cases import Case
-from agentcore_rl_harness.run.episodes import CaseRunner, CaseSettings, attribute_failure
+from agentcore_rl_harness.run.episodes import EpisodeRunner, CaseSettings, attribute_failure
 from agentcore_rl_harness.runtimes.fake import FakeRuntime
 
 from run_fakes import make_spec
@@ -32,7 +32,7 @@ class Sessions:
 
 def _runner(handler, sessions=None, **settings):
     base = dict(model_id="m", base_url="http://gw/v1", sampling=SamplingParams(max_tokens=9), seed=7)
-    return CaseRunner(sessions=sessions or Sessions(), runtime=FakeRuntime(handler),
+    return EpisodeRunner(sessions=sessions or Sessions(), runtime=FakeRuntime(handler),
                       settings=CaseSettings(**{**base, **settings}))
 
 

@@ -12,6 +12,7 @@ from run_fakes import FAST, make_spec
 import agentcore_rl_harness as arl
 from agentcore_rl_harness.judges.protocol import POINTWISE_SYSTEM
 from agentcore_rl_harness.run.core import Run
+from agentcore_rl_harness.run.options import RunOptions
 from agentcore_rl_harness.run.rescore import rescore
 from agentcore_rl_harness.tasks import task_spec
 
@@ -25,8 +26,8 @@ def _judge_config(server, monkeypatch, *more):
 
 
 def _eval(tmp_path, harness, overrides, spec):
-    run = Run.create(mode="eval", overrides=[*FAST, *overrides], config_path=None, out_dir=tmp_path / "out",
-                     rootdir=tmp_path, terminal=None, harness=harness)
+    run = Run.made(RunOptions(mode="eval", overrides=(*FAST, *overrides), rootdir=tmp_path, out=tmp_path / "out"),
+                   terminal=None, harness=harness)
     items = [(f"{spec.name}::{index}", item) for index, item in enumerate(run.plan(spec))]
     outcomes = drive_items(run, items, lambda item_id, item: {"rollout": run.rollout_for(item_id), "row": dict(item.row)})
     assert not run.finish()

@@ -7,15 +7,18 @@ import pytest
 from run_driver import drive_items
 from run_fakes import FAST, Lines, RecordingTrainer, make_spec, said_four
 
+from agentcore_rl_harness.errors import HarnessError
 from agentcore_rl_harness.run.core import Run
+from agentcore_rl_harness.run.lifecycle import RunState
+from agentcore_rl_harness.run.options import RunOptions
 from agentcore_rl_harness.run.plan import TrainItem
 
 TRAIN = ["trainer.steps=2", "trainer.batch_rows=1", "trainer.checkpoint_every=1"]
 
 
 def _run(tmp_path, mode, harness, *overrides, terminal=None):
-    return Run.create(mode=mode, overrides=[*FAST, *overrides], config_path=None, out_dir=tmp_path / "out",
-                      rootdir=tmp_path, terminal=terminal, harness=harness)
+    return Run.made(RunOptions(mode=mode, overrides=(*FAST, *overrides), rootdir=tmp_path, out=tmp_path / "out"),
+                    terminal=terminal, harness=harness)
 
 
 def _drive(run, specs):
@@ -46,6 +49,24 @@ def test_an_eval_run_records_every_item_and_writes_its_reports(tmp_path, build_h
     assert any("run directory" in line for line in terminal.lines)
     assert run.summary_lines()[-1] == f"agentcore-rl run directory: {run.run_dir}"
     assert run.recorded("toy::0").session_id == records[0]["session_id"]
+
+
+def test_a_run_moves_through_its_states_once_and_a_stopped_one_says_how_to_resume(tmp_path, build_harness):
+    spec = make_spec(tmp_path, samples=1, rewards=[said_four])
+    options = RunOptions(mode="eval", overrides=tuple(FAST), rootdir=tmp_path, out=tmp_path / "out",
+                         args=("tasks", "--agentcore-rl", "eval", "--agentcore-rl-out", "out", "-k", "toy"))
+    run = Run.made(options, terminal=None, harness=build_harness())
+    assert run.state is RunState.CONFIGURED and not run.item_finished()  # nothing in flight: no line
+    _drive(run, [spec])
+    assert run.state is RunState.ITEMS
+    with pytest.raises(HarnessError, match="the run cannot start: it is items already"):
+        run.start([])
+    run.finish(interrupted=True)
+    assert run.state is RunState.INTERRUPTED
+    resume = json.loads((run.run_dir / "report.json").read_text())["interrupted"]["resume"]
+    assert resume == f"pytest tasks -k toy --agentcore-rl-resume {run.run_dir.resolve()}"
+    with pytest.raises(HarnessError, match="the run cannot finish: it is interrupted already"):
+        run.finish()
 
 
 def test_a_run_mode_run_pre_evaluates_trains_then_post_evaluates(tmp_path, build_harness):
@@ -108,8 +129,8 @@ def test_a_resumed_run_replays_finished_items_and_reruns_the_rest(tmp_path, buil
     first.run_item("toy::0", lambda rollout, row: None, {"rollout": first.rollout_for("toy::0"), "row": {}})
     first.record_item("toy::0", passed=True)
     first.finish(write_reports=False)  # stopped after one item
-    second = Run.resume(mode="eval", run_dir=first.run_dir, overrides=FAST, rootdir=tmp_path, terminal=None,
-                        harness=build_harness())
+    second = Run.made(RunOptions(mode="eval", resume=first.run_dir, overrides=tuple(FAST), rootdir=tmp_path),
+                      terminal=None, harness=build_harness())
     outcomes = _drive(second, [spec])
     assert set(second.scheduler.replayed) == {"toy::0"} and set(second.scheduler.pending) == {"toy::1"}
     assert outcomes["toy::0"] == "passed"

@@ -11,6 +11,7 @@ from run_fakes import FAST, write_rows
 
 import agentcore_rl_harness as arl
 from agentcore_rl_harness.run.core import Run
+from agentcore_rl_harness.run.options import RunOptions
 from agentcore_rl_harness.runtimes.fake import FakeRuntime
 from agentcore_rl_harness.tasks import task_spec
 
@@ -49,8 +50,8 @@ def _records(tmp_path, scripted_harness, limits):
     spec = task_spec(arl.task(dataset=str(dataset), samples=1, name="looping", limits=limits)(test_looping))
     harness = scripted_harness(FAST, runtime=FakeRuntime(three_turns), replies=lambda prompt, params: "4")
     out = tmp_path / ("out-" + "-".join(sorted(limits or {"none": 0})))
-    run = Run.create(mode="eval", overrides=FAST, config_path=None, out_dir=out, rootdir=tmp_path, terminal=None,
-                     harness=harness)
+    run = Run.made(RunOptions(mode="eval", overrides=tuple(FAST), rootdir=tmp_path, out=out), terminal=None,
+                   harness=harness)
     items = [(f"looping::{index}", item) for index, item in enumerate(run.plan(spec))]
     outcomes = drive_items(run, items, lambda item_id, item: {"rollout": run.rollout_for(item_id), "row": dict(item.row)})
     run.finish()

@@ -12,13 +12,14 @@ from test_run_core import TRAIN, _drive
 
 from agentcore_rl_harness.reports.model import Report
 from agentcore_rl_harness.run.core import Run
+from agentcore_rl_harness.run.options import RunOptions
 from agentcore_rl_harness.run.tracking import Tracking, report_metrics, step_metrics
 from agentcore_rl_harness.trackers.fake_tracker import read_calls
 
 
 def _run(tmp_path, mode, harness, *overrides, terminal=None):
-    return Run.create(mode=mode, overrides=[*FAST, *overrides], config_path=None, out_dir=tmp_path / "out",
-                      rootdir=tmp_path, terminal=terminal, harness=harness)
+    return Run.made(RunOptions(mode=mode, overrides=(*FAST, *overrides), rootdir=tmp_path, out=tmp_path / "out"),
+                    terminal=terminal, harness=harness)
 
 
 def _steps(run):
@@ -139,8 +140,8 @@ def test_a_resumed_run_tells_its_tracker_the_steps_it_kept_then_the_new_ones(tmp
     first.finish()
     record = tmp_path / "resumed.jsonl"
     more = [*FAST, *TRAIN, "trainer.steps=3", f"+logger.fake.record={record}"]
-    second = Run.resume(mode="run", run_dir=first.run_dir, overrides=more, rootdir=tmp_path, terminal=None,
-                        harness=build_harness(*more, trainer=RecordingTrainer()))
+    second = Run.made(RunOptions(mode="run", resume=first.run_dir, overrides=tuple(more), rootdir=tmp_path),
+                      terminal=None, harness=build_harness(*more, trainer=RecordingTrainer()))
     _drive(second, [spec])
     assert not second.finish()
     steps = _steps(second)

@@ -21,6 +21,7 @@ from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfi
 from agentcore_rl_harness.errors import SandboxError
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.run.core import Run
+from agentcore_rl_harness.run.options import RunOptions
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
 from agentcore_rl_harness.runtimes.base import AgentRef
 from agentcore_rl_harness.tasks import task_spec
@@ -110,8 +111,8 @@ def test_a_task_and_its_reward_inspect_the_live_acr_session_which_is_stopped_aft
         assert rollout.reward == 1.0
 
     harness = _harness(scripted_harness, plane)
-    run = Run.create(mode="eval", overrides=FAST, config_path=None, out_dir=tmp_path / "out",
-                     rootdir=tmp_path, terminal=None, harness=harness)
+    run = Run.made(RunOptions(mode="eval", overrides=tuple(FAST), rootdir=tmp_path, out=tmp_path / "out"),
+                   terminal=None, harness=harness)
     try:
         outcomes = _drive(run, _spec(tmp_path, test_kept), ["rollout", "row", "sandbox"])
     finally:
@@ -138,8 +139,8 @@ def test_the_harness_scoring_itself_gives_the_body_its_sandbox(tmp_path, plane, 
         assert sandbox.sync.get_file("answer.txt").decode() == rollout.result["reply"]
 
     harness = _harness(scripted_harness, plane)
-    run = Run.create(mode="eval", overrides=FAST, config_path=None, out_dir=tmp_path / "out",
-                     rootdir=tmp_path, terminal=None, harness=harness)
+    run = Run.made(RunOptions(mode="eval", overrides=tuple(FAST), rootdir=tmp_path, out=tmp_path / "out"),
+                   terminal=None, harness=harness)
     try:
         cases = run.plan(_spec(tmp_path, test_kept, samples=1))
         rollouts = run.offline_phase(cases)

@@ -171,9 +171,9 @@ async def test_local_limiter_is_a_session_limiter_that_caps_live_sessions():
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        (LimiterSettings(kind="redis"), r"runtime.limiter='redis' .*valid choices: \['local', 'ray'\]"),
-        (LimiterSettings(max_live_sessions=0), "runtime.max_live_sessions=0 must be >= 1"),
-        (LimiterSettings(lease_ttl_s=0), "runtime.lease_ttl_s=0 must be > 0"),
+        (LimiterSettings(kind="redis"), r"runtime.limiter.kind='redis' .*valid choices: \['local', 'ray'\]"),
+        (LimiterSettings(max_live_sessions=0), "runtime.limiter.max_live_sessions=0 must be >= 1"),
+        (LimiterSettings(lease_ttl_s=0), "runtime.limiter.lease_ttl_s=0 must be > 0"),
     ],
 )
 def test_bad_limiter_settings_name_the_key(settings, message):
@@ -181,13 +181,25 @@ def test_bad_limiter_settings_name_the_key(settings, message):
         build_limiter(settings, tps_per_arn={ARN: 25.0}, concurrency=4)
 
 
-def test_the_runtime_group_carries_the_limiter_keys():
+def test_the_runtime_group_carries_the_limiter_node():
     typed = compose_config(
-        ["runtime=agentcore", "runtime.limiter=ray", "+runtime.priorities.test_x=3",
-         "runtime.max_live_sessions=64"]
+        ["runtime=agentcore", "runtime.limiter.kind=ray", "+runtime.priorities.test_x=3",
+         "runtime.limiter.max_live_sessions=64"]
     ).typed.runtime
-    assert (typed.limiter, typed.priorities, typed.max_live_sessions) == ("ray", {"test_x": 3}, 64)
-    assert compose_config(["runtime=agentcore"]).typed.runtime.limiter == "local"
+    assert (typed.limiter.kind, typed.priorities, typed.limiter.max_live_sessions) == ("ray", {"test_x": 3}, 64)
+    assert compose_config(["runtime=agentcore"]).typed.runtime.limiter == LimiterSettings()
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("runtime.limiter=ray", "runtime.limiter.kind=ray"),
+    ("runtime.max_live_sessions=64", "runtime.limiter.max_live_sessions=64"),
+    ("runtime.ray_address=auto", "runtime.limiter.ray_address=auto"),
+    ("runtime.limiter_name=mine", "runtime.limiter.name=mine"),
+    ("runtime.lease_ttl_s=5", "runtime.limiter.lease_ttl_s=5"),
+])
+def test_an_old_flat_limiter_key_is_refused_naming_its_new_key(old, new):
+    with pytest.raises(ConfigError, match=f"config key {old.split('=')[0]} is .*: set {new} "):
+        compose_config(["runtime=agentcore", old])
 
 
 class FakeClock:

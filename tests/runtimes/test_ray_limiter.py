@@ -199,7 +199,7 @@ def test_a_second_process_with_another_quota_is_refused_by_name(cluster):
     name = f"limiter-{uuid.uuid4().hex[:8]}"
     first = build_limiter(LimiterSettings(kind="ray", name=name, max_live_sessions=8),
                           tps_per_arn={ARN: 25.0}, concurrency=8)
-    with pytest.raises(ConfigError, match=r"runtime.limiter_name='limiter-.*runtime.tps_per_arn=50"):
+    with pytest.raises(ConfigError, match=r"runtime.limiter.name='limiter-.*runtime.tps_per_arn=50"):
         build_limiter(LimiterSettings(kind="ray", name=name, max_live_sessions=8),
                       tps_per_arn={ARN: 50.0}, concurrency=8)
     asyncio.run(first.aclose())
@@ -208,8 +208,8 @@ def test_a_second_process_with_another_quota_is_refused_by_name(cluster):
 def test_the_config_builds_an_agentcore_runtime_on_the_shared_limiter(cluster, plane):
     name = f"limiter-{uuid.uuid4().hex[:8]}"
     config = compose_config([
-        "runtime=agentcore", f"+runtime.arns.test_x={ARN}", "runtime.limiter=ray",
-        f"runtime.limiter_name={name}", "runtime.max_live_sessions=3", "runtime.tps_per_arn=40",
+        "runtime=agentcore", f"+runtime.arns.test_x={ARN}", "runtime.limiter.kind=ray",
+        f"runtime.limiter.name={name}", "runtime.limiter.max_live_sessions=3", "runtime.tps_per_arn=40",
     ]).typed
     runtime = build_runtime(config)
     assert isinstance(runtime.limiter, RayLimiter)

@@ -9,8 +9,10 @@ chat with tool calls, SSE streaming, the Anthropic and Responses wires and a for
 gateway, each trace's token ids and logprobs equal to vLLM's own (its prompt logprobs over the
 trace) and HF transformers' in fp32 (to 1e-3), every sampled token trained once; LoRA and
 full-weight sync after a real `LocalTrainer` update (the next sample carries the new version and
-the new policy's logprobs); and a short `run` with trainer=local + sampler=vllm where step 1's
-traces are sampled by the adapter step 0 pushed.
+the new policy's logprobs), each step's sync timed; `sampler=hosted` (the evaluation baseline)
+passing turns through to this server as an OpenAI-compatible endpoint, its failures named; and a
+short `run` with trainer=local + sampler=vllm where step 1's traces are sampled by the adapter
+step 0 pushed, its report paired with a hosted-baseline eval of the same rows.
 """
 
 from __future__ import annotations
@@ -212,8 +214,9 @@ def test_a_trainer_update_reaches_the_engine_under_a_new_version(engine, policy,
     for trace, recomputed in zip(traces, trainer.compute_logprobs(traces)):
         assert list(recomputed) == pytest.approx(list(trace.logprobs), abs=1e-3)
     group = TrainGroup("g", (TrainSample("g/good", 1.0, (traces[0],)), TrainSample("g/bad", 0.0, (traces[1],))))
-    asyncio.run(trainer.step(groups=[group]))
+    metrics = asyncio.run(trainer.step(groups=[group]))
     assert trainer.policy_version == policy.policy_version == 1
+    assert policy.sync_seconds[-1] <= metrics.sync_s < metrics.wall_time_s  # steps.jsonl's sync_s
     after = _sample(policy, prompt, temperature=1.0, max_tokens=8, seed=5)
     assert after.policy_version == 1
     if not serve_merged:
@@ -222,7 +225,8 @@ def test_a_trainer_update_reaches_the_engine_under_a_new_version(engine, policy,
                   loss_mask=(1,) * len(after.token_ids), logprobs=after.logprobs, finish_reason="length")
     # sampled by the updated policy: its logprobs are the trainer's, which moved
     assert list(trainer.compute_logprobs([probe])[0]) == pytest.approx(list(after.logprobs), abs=1e-3)
-    print(f"sync ({'full' if serve_merged else 'lora'}): {[round(s, 3) for s in policy.sync_seconds]} s")
+    print(f"sync ({'full' if serve_merged else 'lora'}): {[round(s, 3) for s in policy.sync_seconds]} s, "
+          f"step sync_s {metrics.sync_s:.3f}")
     if serve_merged:  # the engine's base weights back for the tests after this one
         policy._post("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(model_dir)}}, 0)
 
@@ -234,6 +238,45 @@ def test_a_failed_sync_is_a_clear_error(engine, policy, model_dir):
         policy._post("/v1/load_lora_adapter", {"lora_name": "x", "lora_path": "/nonexistent"}, 7)
 
 
+def test_the_hosted_baseline_passes_turns_through_an_openai_compatible_server(engine, tokenizer, monkeypatch):
+    import openai
+
+    from agentcore_rl_harness.errors import ConfigError, SamplingError
+    from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer
+    from agentcore_rl_harness.gateway.server import GatewayServer
+    from agentcore_rl_harness.records import SamplingParams
+    from agentcore_rl_harness.samplers.hosted import HostedSettings, OpenAIChat
+    from agentcore_rl_harness.samplers.hosted_factory import build_hosted
+
+    monkeypatch.delenv("ARL_TEST_NO_KEY", raising=False)
+    url = f"{engine.base_url}/v1"
+    with pytest.raises(ConfigError, match=r"model='gpt-none' is not served at .*set sampler.hosted.model"):
+        build_hosted(HostedSettings(model="gpt-none", url=url, api_key_env="ARL_TEST_NO_KEY"))
+    chat, no_tokens = build_hosted(HostedSettings(model=engine.served_model, url=url, api_key_env="ARL_TEST_NO_KEY"))
+    sampling = SamplingParams(temperature=0.0, max_tokens=16)
+    with GatewayServer(sampler=no_tokens, renderer=ChatTemplateRenderer(tokenizer), model_id=MODEL,
+                       sampling=sampling, chat=chat) as server:
+        session_id = server.sessions.open()
+        client = openai.OpenAI(base_url=server.base_url, api_key=session_id, max_retries=0)
+        messages = [{"role": "user", "content": "What is 2+3? Answer with a number."}]
+        answer = client.chat.completions.create(model=MODEL, messages=messages)  # (tools: this server has no tool parser)
+        streamed = list(client.chat.completions.create(model=MODEL, messages=messages, stream=True))
+        finished = server.sessions.finish(session_id)
+    direct = http_json(f"{url}/chat/completions", {"model": engine.served_model, "messages": messages,
+                                                   "temperature": 0.0, "max_tokens": 16}, timeout_s=300)
+    # greedy: the gateway's pass-through reply is the server's own
+    assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == \
+        direct["choices"][0]["message"]["content"]
+    assert answer.choices[0].message.content == direct["choices"][0]["message"]["content"]
+    assert finished.traces == () and finished.turns == 2 and finished.metadata["passthrough_turns"] == 2
+    assert finished.usage.prompt_tokens > 0 and finished.usage.completion_tokens > 0  # the server's counts
+    wrong = OpenAIChat(HostedSettings(model="gpt-none", url=url, api_key_env="ARL_TEST_NO_KEY"))  # unchecked
+    with pytest.raises(SamplingError, match=r"hosted model 'gpt-none' not found at .*HTTP 404"):
+        asyncio.run(wrong.reply(messages=messages, tools=None, params=sampling))
+    chat.close()
+    wrong.close()
+
+
 def test_a_short_run_trains_through_the_engine(engine, pytester):
     import sys
 
@@ -241,9 +284,17 @@ def test_a_short_run_trains_through_the_engine(engine, pytester):
     from toy_project import even_length_task, rows, write_project
 
     write_project(pytester.path, task=even_length_task(samples=4), dataset=rows(3, train=2))
+    hosted = pytester.runpytest_subprocess(  # the baseline: the same rows through the server, as a hosted model
+        "--agentcore-rl", "eval", "--agentcore-rl-set", f"model={MODEL}", "--agentcore-rl-set", "sampler=hosted",
+        "--agentcore-rl-set", f"sampler.hosted.url={engine.base_url}/v1", "--agentcore-rl-set",
+        f"sampler.hosted.model={engine.served_model}", "--agentcore-rl-set", "sampling.max_tokens=6",
+        "--agentcore-rl-out", "hosted", timeout=600)
+    assert hosted.ret == 0, hosted.stdout.str()[-4000:]
+    assert "No token capture" in (pytester.path / "hosted" / "report.md").read_text()
     started = time.perf_counter()
     result = pytester.runpytest_subprocess(
-        "--agentcore-rl", "run", "--agentcore-rl-set", f"model={MODEL}", "--agentcore-rl-set", "sampler=vllm",
+        "--agentcore-rl", "run", "--agentcore-rl-compare", "hosted",
+        "--agentcore-rl-set", f"model={MODEL}", "--agentcore-rl-set", "sampler=vllm",
         "--agentcore-rl-set", f"sampler.vllm.url={engine.base_url}", "--agentcore-rl-set", "sampling.max_tokens=6",
         "--agentcore-rl-set", "trainer.steps=2", "--agentcore-rl-set", "trainer.batch_rows=2",
         "--agentcore-rl-set", "trainer.lr=1e-2", "--agentcore-rl-set", "trainer.serve_merged=false",
@@ -263,4 +314,8 @@ def test_a_short_run_trains_through_the_engine(engine, pytester):
     assert versions == {1: {0}, 2: {steps[0]["policy_version"]}}  # steps count from 1
     assert all(r["traces"][0]["metadata"]["policy_versions"] == [final] for r in records if r["phase"] == "post")
     assert sorted(p.name for p in (run / "vllm-adapters").iterdir()) == [f"v{v}" for v in range(final + 1)]
+    assert all(s["sync_s"] > 0 for s in steps if s["trained_tokens"])  # each LoRA push, timed
+    report = (run / "report.md").read_text()
+    assert "weight sync s |" in report and "## Against the baseline" in report
+    assert f"Baseline: hosted model {engine.served_model} (openai, {engine.base_url}/v1)" in report
     print(f"short run with sampler=vllm: {time.perf_counter() - started:.1f} s")

@@ -16,7 +16,7 @@ from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer, load_te
 from agentcore_rl_harness.gateway.server import GatewayServer
 from agentcore_rl_harness.records import SamplingParams
 from agentcore_rl_harness.run.cases import Case, Episode
-from agentcore_rl_harness.run.episodes import CaseRunner, CaseSettings
+from agentcore_rl_harness.run.episodes import EpisodeRunner, CaseSettings
 from agentcore_rl_harness.run.scoring import RolloutHandle
 from agentcore_rl_harness.runtimes.local import LocalRuntime
 from agentcore_rl_harness.samplers.scripted import ScriptedSampler
@@ -59,16 +59,30 @@ class Played:
     rewards: dict[str, float]
 
 
+def recording_paths(app, paths: list[str]):
+    """The gateway's ASGI app, appending each HTTP request's path to `paths` (which wire it used)."""
+    async def recorded(scope, receive, send):
+        if scope["type"] == "http":
+            paths.append(scope["path"])
+        await app(scope, receive, send)
+    return recorded
+
+
 async def play(task_fn, row: dict, replies, renderer: ChatTemplateRenderer, *,
-               max_tokens: int = 1024, agent: str = "task", timeout_s: float = 240) -> Played:
-    """Run `row` of the task `task_fn` with the model's replies scripted, then score it."""
+               max_tokens: int = 1024, agent: str = "task", timeout_s: float = 240,
+               runtime_config: LocalRuntimeConfig | None = None, paths: list[str] | None = None) -> Played:
+    """Run `row` of the task `task_fn` with the model's replies scripted, then score it.
+    `paths`: a list the gateway's request paths are appended to."""
     spec = task_spec(task_fn)
     sampler = ScriptedSampler(replies, encode=renderer.encode)
-    server = GatewayServer(sampler=sampler, renderer=renderer, model_id="tiny").start()
-    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=60))
+    server = GatewayServer(sampler=sampler, renderer=renderer, model_id="tiny")
+    if paths is not None:
+        server.app = recording_paths(server.app, paths)
+    server.start()
+    runtime = LocalRuntime(runtime_config or LocalRuntimeConfig(concurrency=1, startup_timeout_s=60))
     episode = None
     try:
-        runner = CaseRunner(sessions=server.sessions, runtime=runtime, settings=CaseSettings(
+        runner = EpisodeRunner(sessions=server.sessions, runtime=runtime, settings=CaseSettings(
             model_id="tiny", base_url=server.base_url, sampling=SamplingParams(max_tokens=max_tokens),
             agent=agent, timeout_s=timeout_s))
         episode = await runner.run(Case(spec=spec, row=row, sample_index=0, phase="eval"))

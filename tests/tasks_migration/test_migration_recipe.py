@@ -35,3 +35,16 @@ def test_the_qwen3_8b_tinker_recipe_composes():
 def test_the_recipe_takes_overrides_like_any_config():
     typed = compose_config(["trainer.lr=1e-5", "model.name=/models/q"], source=CONFIGS / "qwen3-8b-tinker.yaml").typed
     assert typed.trainer.trainer.lr == 1e-5 and typed.model.name == "/models/q"
+
+
+def test_the_cli_agents_gpu_recipe_composes(monkeypatch):
+    """Codex CLI / Claude Code with Qwen3-8B on a CUDA vLLM: the CLIs bound into each session."""
+    monkeypatch.setenv("AGENTCORE_RL_CLI_AGENTS", "/opt/cli-agents")
+    composed = compose_config(["agent=tasks/migration/claude_code_agent.py"],
+                              source=CONFIGS / "cli-agents-qwen3-8b-vllm.yaml")
+    typed, resolved = composed.typed, composed.resolved
+    assert resolved["agent"] == "tasks/migration/claude_code_agent.py"
+    assert resolved["sampler"]["kind"] == "vllm" and typed.model.name == "models/qwen3-8b"
+    assert resolved["sampler"]["vllm"]["max_model_len"] == 32768 and resolved["trainer"]["device"] == "cuda"
+    assert typed.runtime.readable_paths == ("/opt/cli-agents",)
+    assert typed.runtime.env_passthrough == ("AGENTCORE_RL_CLI_AGENTS", "AGENTCORE_RL_CLI_CONTEXT_WINDOW")

@@ -1,5 +1,6 @@
 """Sanity of the migration pack through the plugin (`pytest --agentcore-rl eval tasks/migration`,
-model=tiny, a few rows): the null agent and a reward-gaming agent earn nothing."""
+model=tiny, a few rows): the null agent and a reward-gaming agent earn nothing. The Java level
+has its own (test_migration_java.py: in its environment)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 def run_pack(pytester, agent: str) -> list[dict]:
     result = pytester.runpytest_subprocess(
-        str(PACK), "--agentcore-rl", "eval", "--agentcore-rl-config", str(PACK / "configs"),
+        str(PACK), "-k", "level", "--agentcore-rl", "eval", "--agentcore-rl-config", str(PACK / "configs"),
         "--agentcore-rl-set", "model=tiny", "--agentcore-rl-set", f"agent={agent}",
         "--agentcore-rl-set", "eval.max_rows=1", "--agentcore-rl-out", "run", "-p", "no:cacheprovider",
         timeout=600,

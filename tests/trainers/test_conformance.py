@@ -305,7 +305,7 @@ def sagemaker_views(monkeypatch, model_dir) -> list[TraceView]:
 
 
 class ScriptedRunner:
-    """Stands in for the external adapters' EpisodeRunner: the rollout a case names, already scored."""
+    """Stands in for the external adapters' RolloutRunner: the rollout a case names, already scored."""
 
     def __init__(self, trainer_config):
         self.config = SimpleNamespace(trainer=SimpleNamespace(trainer=trainer_config))

@@ -161,6 +161,7 @@ def test_one_update_raises_positive_lowers_negative_and_the_sampler_serves_it(mo
     assert after[1] < before[1]
     assert metrics.step == 1 and metrics.policy_version == 1
     assert metrics.trained_tokens == len(good.loss_mask) + len(bad.loss_mask)
+    assert 0 < metrics.sync_s < metrics.wall_time_s  # the swap into the sampler, timed (steps.jsonl sync_s)
     assert metrics.grad_norm > 0
     # the sampler decodes with the new weights and labels them with the new version
     after_probe = _sample(sampler, probe)[0]
@@ -277,7 +278,7 @@ def test_groups_that_teach_nothing_leave_the_weights_alone(model, sampler):
     assert metrics.groups_skipped == 2
     assert metrics.reward_mean == pytest.approx(2 / 3)
     assert metrics.policy_version == 0 and sampler.policy_version == 0
-    assert metrics.step == 1
+    assert metrics.step == 1 and metrics.sync_s is None  # nothing changed: nothing synced
 
 
 def test_staleness_is_the_lag_behind_the_trainer(model, sampler):

@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import HarnessError, SamplingError
 from ..records import FinishReason, SampleResult, SamplingParams
 from .rendering import Message, Renderer, message_key, normalize_message
+from .sampling import SamplingBackend
 
 SCRIPT_KEY = "_script"
 
@@ -106,7 +107,7 @@ def check_round_trip(renderer: Renderer, token_ids: Sequence[int], reply: Messag
             f"{text!r:.300}, it parses back as {parsed!r:.300}", code="script_unrenderable")
 
 
-async def forced_sample(*, sampler: Any, renderer: Renderer, prompt_token_ids: Sequence[int],
+async def forced_sample(*, sampler: SamplingBackend, renderer: Renderer, prompt_token_ids: Sequence[int],
                         messages: Sequence[Message], reply: Message, index: int,
                         tools: Sequence[Mapping[str, Any]] | None, params: SamplingParams,
                         policy_version: int = 0, score: bool = True) -> tuple[SampleResult, str]:
@@ -114,18 +115,17 @@ async def forced_sample(*, sampler: Any, renderer: Renderer, prompt_token_ids: S
     the policy's when `score` and the sampler can score them."""
     token_ids = forced_tokens(renderer, messages, reply, tools)
     check_round_trip(renderer, token_ids, reply, tools, index)
-    scorer = getattr(sampler, "score", None) if score else None
     source = "zero"
     logprobs: tuple[float, ...] = (0.0,) * len(token_ids)
-    if scorer is not None and prompt_token_ids:
+    if score and prompt_token_ids:
         temperature = params.temperature if params.temperature > 0 else 1.0
         try:
-            logprobs = tuple(float(v) for v in await scorer(
+            logprobs = tuple(float(v) for v in await sampler.score(
                 prompt_token_ids=list(prompt_token_ids), completion_token_ids=list(token_ids),
                 temperature=temperature))
             source = "policy"
-        except SamplingError:  # e.g. an engine that scores at temperature 1 only: say "zero"
+        except SamplingError:  # a sampler that cannot score, or not at this temperature: "zero"
             logprobs = (0.0,) * len(token_ids)
-    version = int(getattr(sampler, "policy_version", policy_version) or 0)
+    version = policy_version if sampler.policy_version is None else int(sampler.policy_version)
     return SampleResult(token_ids=token_ids, logprobs=logprobs, finish_reason=FinishReason.STOP,
                         policy_version=version), source

@@ -13,6 +13,7 @@ import contextvars
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ..errors import SamplingError
 from ..records import SampleResult, SamplingParams
 
 # Called once per sampled token, in order, on the caller's event loop thread: (token_id, logprob).
@@ -38,11 +39,15 @@ def current_routing_key() -> str | None:
 
 @runtime_checkable
 class SamplingBackend(Protocol):
-    """Token-in/token-out sampling. Implementations must return a logprob for every token.
+    """Token-in/token-out sampling. Implementations subclass it and must return a logprob for
+    every token; the optional capabilities below are defaults (no weights version, no scoring,
+    nothing to close), so callers never probe for them.
 
     `on_token`, when given, is called for each token as it is sampled (for streaming); the
     returned `SampleResult` is still the complete, authoritative sample.
     """
+
+    policy_version: int | None = None  # the weights new samples come from (None: keeps no version)
 
     async def sample(
         self,
@@ -51,6 +56,18 @@ class SamplingBackend(Protocol):
         params: SamplingParams,
         on_token: TokenCallback | None = None,
     ) -> SampleResult: ...
+
+    async def score(self, *, prompt_token_ids: Sequence[int], completion_token_ids: Sequence[int],
+                    temperature: float = 1.0) -> Sequence[float]:
+        """The policy's logprob of each of `completion_token_ids` after `prompt_token_ids`, under
+        softmax(logits / temperature). A sampler that cannot score raises `SamplingError`."""
+        raise SamplingError(
+            f"the {type(self).__name__} sampler cannot score a completion; scoring needs the "
+            "in-process hf sampler (sampler=hf) or a Tinker-API service trainer")
+
+    def close(self) -> None:
+        """Release what the sampler holds (default: nothing)."""
+        return None
 
 
 @runtime_checkable

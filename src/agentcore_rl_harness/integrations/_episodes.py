@@ -2,7 +2,7 @@
 
 verl and slime own the policy weights and the inference servers; the harness contributes the
 rest of an episode: the gateway (rendering, exact token capture, traces), the agent runtime and
-the task's scoring. `EpisodeRunner` builds a `run.compose.Harness` around a given
+the task's scoring. `RolloutRunner` builds a `run.compose.Harness` around a given
 `SamplingBackend` and tokenizer (no weights are loaded here) and turns one (task, row, sample)
 into one scored `Rollout` with the run core's `Scorer`, exactly as a `collect` run records it.
 """
@@ -57,7 +57,7 @@ def overrides_from_env(text: str | None) -> list[str]:
     return shlex.split(text or "")
 
 
-class EpisodeRunner:
+class RolloutRunner:
     """Gateway + runtime over an external `SamplingBackend`; `submit` gives scored rollouts."""
 
     def __init__(
@@ -113,18 +113,16 @@ class EpisodeRunner:
         try:
             self.harness.close()
         finally:
-            close_sampler = getattr(self.sampler, "close", None)  # the engine's client, if any
-            if close_sampler is not None:
-                close_sampler()
+            self.sampler.close()  # the engine's client, if any
             if self._store is not None:
                 self._store.close()
 
 
-_runners: dict[tuple[Any, ...], EpisodeRunner] = {}
+_runners: dict[tuple[Any, ...], RolloutRunner] = {}
 _runners_lock = threading.Lock()
 
 
-def shared_runner(key: tuple[Any, ...], build: Any) -> EpisodeRunner:
+def shared_runner(key: tuple[Any, ...], build: Any) -> RolloutRunner:
     """This process's runner for `key`, built once by `build()`: external engines call the
     rollout code per sample or per step, and one gateway + runtime serves them all."""
     with _runners_lock:

@@ -38,7 +38,7 @@ from ..errors import ConfigError, HarnessError
 from ..records import Rollout, Trace
 from ..run.training import training_reward
 from ._episodes import (
-    CONFIG_ENV, OVERRIDES_ENV, EpisodeRunner, case_for, harness_config, is_failed,
+    CONFIG_ENV, OVERRIDES_ENV, RolloutRunner, case_for, harness_config, is_failed,
     overrides_from_env, shared_runner, trained_tokens,
 )
 from ._tasks import load_task
@@ -193,7 +193,7 @@ def post_process_rewards(args: Any, samples: Sequence[Any]) -> tuple[list[float]
 _group_counter = itertools.count()
 
 
-def _runner(args: Any) -> EpisodeRunner:
+def _runner(args: Any) -> RolloutRunner:
     """The process's harness for slime's router (slime calls the rollout function every step)."""
     from ..models import load_tokenizer
     from ..samplers.sglang import SGLangSampler
@@ -204,13 +204,13 @@ def _runner(args: Any) -> EpisodeRunner:
     key = (source, tuple(overrides), url, args.hf_checkpoint, args.rollout_temperature,
            args.rollout_top_p, args.rollout_top_k, args.rollout_max_response_len)
 
-    def build() -> EpisodeRunner:
+    def build() -> RolloutRunner:
         config = harness_config(
             source=source, overrides=overrides, trainer="slime",
             temperature=float(args.rollout_temperature), top_p=float(args.rollout_top_p),
             top_k=int(args.rollout_top_k), max_tokens_cap=int(args.rollout_max_response_len),
         )
-        return EpisodeRunner(
+        return RolloutRunner(
             config, sampler=SGLangSampler(url), tokenizer=load_tokenizer(args.hf_checkpoint),
             model_id=str(args.hf_checkpoint), run_id=f"slime-{os.getpid()}",
             rollouts_dir=config.trainer.trainer.rollouts_dir,
@@ -229,7 +229,7 @@ def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: b
     return _train_output(samples, metrics)
 
 
-def play_groups(runner: EpisodeRunner, groups: Sequence[Sequence[Any]], *, rollout_id: int,
+def play_groups(runner: RolloutRunner, groups: Sequence[Sequence[Any]], *, rollout_id: int,
                 decode: Any = None) -> tuple[list[list[Any]], dict[str, float]]:
     """Play every prompt sample of `groups` as one harness episode; apply the failure policy."""
     settings: SlimeTrainerConfig = runner.config.trainer.trainer
@@ -285,7 +285,7 @@ def _train_output(samples: list[list[Any]], metrics: dict[str, float]) -> Any:
     return RolloutFnTrainOutput(samples=samples, metrics=metrics)
 
 
-def _eval_rollout(runner: EpisodeRunner, rollout_id: int) -> Any:
+def _eval_rollout(runner: RolloutRunner, rollout_id: int) -> Any:
     """One result per eval task: rewards and truncation flags of its test-split rollouts."""
     from ..tasks import load_rows
 

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, HarnessError, MissingDependencyError, SamplingError
-from ..gateway.sampling import TokenCallback
+from ..gateway.sampling import SamplingBackend, TokenCallback
 from ..records import FinishReason, Rollout, SampleResult, SamplingParams, Trace
 from ..run.training import training_reward
 from ._episodes import (
-    CONFIG_ENV, OVERRIDES_ENV, EpisodeRunner, case_for, harness_config, is_failed,
+    CONFIG_ENV, OVERRIDES_ENV, RolloutRunner, case_for, harness_config, is_failed,
     close_runners, overrides_from_env, shared_runner, trained_tokens,
 )
 from ._tasks import load_task
@@ -90,7 +90,7 @@ class VerlTrainerConfig:
 # -- the SamplingBackend over verl's server manager ----------------------------------------------
 
 
-class VerlServerSampler:
+class VerlServerSampler(SamplingBackend):
     """A `SamplingBackend` over verl's `LLMServerClient.generate` (token ids in, TokenOutput out).
 
     The gateway samples on its own event loop; verl's client belongs to the agent-loop worker's
@@ -243,7 +243,7 @@ def agent_loop_output(
 
 # -- the agent loop -------------------------------------------------------------------------------
 
-"""One EpisodeRunner per (config, sampling, server manager) per worker process: verl builds a new
+"""One RolloutRunner per (config, sampling, server manager) per worker process: verl builds a new
 agent-loop object for every sample, while the gateway and runtime must outlive them."""
 
 
@@ -267,7 +267,7 @@ class AgentCoreRLAgentLoop:
         self.config_source = config or os.environ.get(CONFIG_ENV) or None
         self.overrides = [*overrides, *overrides_from_env(os.environ.get(OVERRIDES_ENV))]
 
-    def _runner(self, sampling_params: dict[str, Any]) -> EpisodeRunner:
+    def _runner(self, sampling_params: dict[str, Any]) -> RolloutRunner:
         sampling = (
             float(sampling_params.get("temperature", 1.0)),
             float(sampling_params.get("top_p", 1.0)),
@@ -276,7 +276,7 @@ class AgentCoreRLAgentLoop:
         )
         key = (self.config_source, tuple(self.overrides), sampling, id(self.server_manager))
 
-        def build() -> EpisodeRunner:
+        def build() -> RolloutRunner:
             temperature, top_p, top_k, repetition_penalty = sampling
             config = harness_config(
                 source=self.config_source, overrides=self.overrides, trainer="verl",
@@ -284,7 +284,7 @@ class AgentCoreRLAgentLoop:
             )
             sampler = VerlServerSampler(self.server_manager, loop=asyncio.get_running_loop(),
                                         repetition_penalty=repetition_penalty)
-            return EpisodeRunner(
+            return RolloutRunner(
                 config, sampler=sampler, tokenizer=self.tokenizer, model_id=self.model_id,
                 run_id=f"verl-{os.getpid()}", rollouts_dir=config.trainer.trainer.rollouts_dir,
             )

@@ -258,7 +258,7 @@ def build_report(
             TrainStep(step=line["step"], reward_mean=line.get("reward_mean"),
                       success_rate=line.get("success_rate"), loss=line.get("loss"),
                       trained_tokens=line.get("trained_tokens"), informative_fraction=_informative(line)[2],
-                      **_async_counts(line))
+                      sync_s=line.get("sync_s"), **_async_counts(line))
             for line in train_steps
         ]
         report.training = training_summary(train_steps)

@@ -66,12 +66,12 @@ def _train_section(report: Report) -> list[str]:
     if not report.train:
         return []
     lines = ["", "## Training reward per step", "",
-             "| step | reward | success | loss | informative groups | tokens trained |",
-             "|---|---|---|---|---|---|"]
+             "| step | reward | success | loss | informative groups | tokens trained | weight sync s |",
+             "|---|---|---|---|---|---|---|"]
     for step in report.train:
         tokens = "n/a" if step.trained_tokens is None else str(step.trained_tokens)
         lines.append(f"| {step.step} | {num(step.reward_mean)} | {pct(step.success_rate)} | "
-                     f"{num(step.loss, 4)} | {pct(step.informative_fraction)} | {tokens} |")
+                     f"{num(step.loss, 4)} | {pct(step.informative_fraction)} | {tokens} | {num(step.sync_s)} |")
     async_steps = [step for step in report.train if step.staleness is not None]
     if async_steps:
         lags: dict[str, int] = {}

@@ -15,7 +15,6 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ..errors import HarnessError
 from ..records import FinishReason, SamplingParams
 
 if TYPE_CHECKING:
@@ -81,7 +80,7 @@ class Backend:
     @property
     def policy_version(self) -> int | None:
         """The version of the weights new samples are drawn from (None: the sampler keeps none)."""
-        version = getattr(self._sampler, "policy_version", None)
+        version = self._sampler.policy_version
         return None if version is None else int(version)
 
     def prompt_token_ids(self, prompt: Prompt, *, tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
@@ -135,13 +134,7 @@ class Backend:
             completion_ids = self.renderer.encode(completion)
         else:
             completion_ids = [int(t) for t in completion]
-        score = getattr(self._sampler, "score", None)
-        if score is None:
-            raise HarnessError(
-                f"backend.score: the {type(self._sampler).__name__} sampler cannot score a "
-                "completion; scoring needs the in-process hf sampler or a Tinker-API service trainer"
-            )
-        logprobs = await score(
+        logprobs = await self._sampler.score(  # one that cannot score says so (SamplingError)
             prompt_token_ids=prompt_ids, completion_token_ids=completion_ids, temperature=temperature
         )
         return Score(prompt_token_ids=tuple(prompt_ids), token_ids=tuple(completion_ids), logprobs=tuple(logprobs))

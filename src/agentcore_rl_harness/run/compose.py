@@ -25,7 +25,7 @@ from ..records import Status
 from ..runtimes.base import AgentRuntime
 from .backend import Backend
 from .cases import Case, Episode
-from .episodes import CaseRunner, CaseSettings
+from .episodes import EpisodeRunner, CaseSettings
 from .loop import LoopThread
 from .training import TrainPlan
 
@@ -201,7 +201,7 @@ class Harness:
         self._chat: Any = None  # sampler=hosted's pass-through model
         self.gateway: GatewayServer | None = None
         self.runtime: AgentRuntime | None = None
-        self.cases: CaseRunner | None = None
+        self.episodes: EpisodeRunner | None = None
         self.advertised_url = ""
         self._start_lock = threading.Lock()
         self.groups = GroupBoard()  # each GRPO group's episodes, for group-relative judges
@@ -235,7 +235,7 @@ class Harness:
             self.gateway = gateway
             self.advertised_url = advertised_url(self.config, gateway.base_url)
             self.runtime = self._given_runtime or build_runtime(self.config, private_dirs=self.private_dirs)
-            self.cases = CaseRunner(sessions=gateway.sessions, runtime=self.runtime, settings=CaseSettings(
+            self.episodes = EpisodeRunner(sessions=gateway.sessions, runtime=self.runtime, settings=CaseSettings(
                 model_id=self.model_id, base_url=self.advertised_url, sampling=self.config.sampling.to_params(),
                 eval_sampling=self.config.eval_sampling(), seed=self.config.seed, agent=self.config.agent,
                 timeout_s=self.config.eval.timeout_s, concurrency=self.config.runtime.concurrency,
@@ -306,19 +306,19 @@ class Harness:
 
     async def run_case(self, case: Case) -> Episode:
         """Run one case on the loop (at most `runtime.concurrency` at once)."""
-        assert self.cases is not None, "Harness.start() first"
-        return await self.cases.run(case)
+        assert self.episodes is not None, "Harness.start() first"
+        return await self.episodes.run(case)
 
     def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run task code (sync or async) to completion; coroutines run on the harness's loop."""
         return self.loop.call(function, *args, **kwargs)
 
     def live_sessions(self) -> int:
-        return self.cases.live_sessions() if self.cases is not None else 0
+        return self.episodes.live_sessions() if self.episodes is not None else 0
 
     def session_of(self, case: Case) -> tuple[str, float] | None:
         """The session id and start time of a case whose agent session runs now; else None."""
-        return self.cases.session_of(case) if self.cases is not None else None
+        return self.episodes.session_of(case) if self.episodes is not None else None
 
     def versions(self) -> dict[str, str]:
         from .finish import versions
@@ -331,8 +331,8 @@ class Harness:
         if self.loop.loop.is_closed():
             return
         try:
-            if self.cases is not None:
-                self.loop.run(self.cases.release_all(), timeout=60)
+            if self.episodes is not None:
+                self.loop.run(self.episodes.release_all(), timeout=60)
             if self._judging is not None:
                 self.loop.run(self._judging.aclose(), timeout=60)
             if self.runtime is not None and self._given_runtime is None:

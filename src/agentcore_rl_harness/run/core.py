@@ -5,11 +5,8 @@
 `scoring` (one scorer for items, pre-eval and training), `training` (the loop), `finish`
 (reports, gates, baseline, whether the run failed). Its parts come from `compose.Harness`,
 built from the config unless `harness=` is given (a test passes one over the shipped fakes).
-`pytest_outcomes` maps pytest's outcomes to it and its results back to pytest.
-
-Long because the run's order of events lives in one place: open, reload, trackers, pre-eval,
-warm-up, training, items, release of kept sessions, reports and the trackers' end; each step's
-work is in its own module (trackers: `tracking.py`) and `Run` only sequences them.
+`pytest_outcomes` maps pytest's outcomes to it and its results back to pytest. It is made from
+frozen `RunOptions` and moves through `RunState`s; nothing outside writes its fields.
 """
 
 from __future__ import annotations
@@ -39,10 +36,12 @@ from . import finish
 from .cases import Case, Episode
 from .compose import Harness
 from .inflight import in_flight
+from .lifecycle import RunState
+from .options import RunOptions
 from .plan import PlannedItem, TrainItem, case_key, plan_cases
 from .rundir import RunDir
 from .schedule import RunningBatch, Scheduler, episode_or_failure
-from .scoring import RolloutHandle, Scorer, item_verdict
+from .scoring import RolloutHandle, Scorer, TaskErrors, item_verdict
 from .tracking import Tracking, pre_eval_metrics
 from .async_loop import train_async
 from .training import TrainingLoop
@@ -50,15 +49,13 @@ from .training import TrainingLoop
 
 @dataclass
 class Run:
-    mode: str
+    options: RunOptions
     rundir: RunDir
-    rootdir: Path
     progress: Progress
+    state: RunState = RunState.CONFIGURED
     harness: Harness | None = None  # built on first use, unless given
     started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     started_monotonic: float = field(default_factory=time.monotonic)
-    compare_path: Path | None = None  # --agentcore-rl-compare
-    save_baseline: str | None = None  # --agentcore-rl-save-baseline
     specs: dict[str, TaskSpec] = field(default_factory=dict)
     task_tags: dict[str, list[str]] = field(default_factory=dict)  # of tasks other processes planned
     train_items: set[str] = field(default_factory=set)
@@ -69,38 +66,33 @@ class Run:
     infra_errors: int = 0
     other_failures: int = 0
     gate_failures: list[str] = field(default_factory=list)
-    task_errors_shown: set[str] = field(default_factory=set)  # tasks whose bug was printed once
-    resume_command: str | None = None  # how to continue this run if it is stopped (the plugin's)
-    interrupted: bool = False  # stopped (Ctrl-C, SIGTERM) before it finished
+    task_errors: TaskErrors = field(default_factory=TaskErrors)  # each task's bug printed once
     report: Report | None = None
     tracking: Tracking | None = None  # logger=...: opened with the run directory
     _scheduler: Scheduler | None = None
 
     @classmethod
-    def create(cls, *, mode: str, overrides: list[str], config_path: Path | None, out_dir: Path | None,
-               rootdir: Path, terminal: Terminal | None, harness: Harness | None = None) -> "Run":
-        rundir = RunDir.create(mode=mode, overrides=overrides, config_path=config_path, out_dir=out_dir,
-                               rootdir=rootdir)
-        return cls._made(rundir, rootdir, terminal, harness)
+    def made(cls, options: RunOptions, *, terminal: Terminal | None, harness: Harness | None = None) -> "Run":
+        """The run the options ask for: a new one, or `options.resume`'s continued."""
+        overrides = list(options.overrides)
+        rundir = (RunDir.resume(mode=options.mode, run_dir=options.resume, overrides=overrides)
+                  if options.resume is not None else
+                  RunDir.create(mode=options.mode, overrides=overrides, config_path=options.config_path,
+                                out_dir=options.out, rootdir=options.rootdir))
+        return cls._made(rundir, options, terminal, harness)
 
     @classmethod
-    def resume(cls, *, mode: str, run_dir: Path, overrides: list[str], rootdir: Path,
-               terminal: Terminal | None, harness: Harness | None = None) -> "Run":
-        rundir = RunDir.resume(mode=mode, run_dir=run_dir, overrides=overrides)
-        return cls._made(rundir, rootdir, terminal, harness)
-
-    @classmethod
-    def attach(cls, *, mode: str, run_dir: Path, resolved: dict[str, Any], overrides: list[str],
-               resumed: bool, rootdir: Path, terminal: Terminal | None) -> "Run":
+    def attach(cls, options: RunOptions, *, run_dir: Path, resolved: dict[str, Any], resumed: bool,
+               terminal: Terminal | None) -> "Run":
         """A worker process's share of a run its controller owns (`pytest -n`, see sharding.py):
         it rolls out and scores its items; the controller writes every file."""
-        rundir = RunDir.attach(mode=mode, run_dir=run_dir, resolved=resolved, overrides=overrides,
-                               resumed=resumed)
-        return cls._made(rundir, rootdir, terminal, None)
+        rundir = RunDir.attach(mode=options.mode, run_dir=run_dir, resolved=resolved,
+                               overrides=list(options.overrides), resumed=resumed)
+        return cls._made(rundir, options, terminal, None)
 
     @classmethod
-    def _made(cls, rundir: RunDir, rootdir: Path, terminal: Terminal | None, harness: Harness | None) -> "Run":
-        run = cls(mode=rundir.mode, rundir=rundir, rootdir=rootdir, harness=harness,
+    def _made(cls, rundir: RunDir, options: RunOptions, terminal: Terminal | None, harness: Harness | None) -> "Run":
+        run = cls(options=options, rundir=rundir, harness=harness,
                   progress=make_progress(rundir.config.typed.report, terminal))
         dropped = dropped_keys_message(rundir.config.typed.trainer)
         if dropped:
@@ -108,6 +100,19 @@ class Run:
         return run
 
     # -- what the run is -------------------------------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        return self.rundir.mode
+
+    @property
+    def rootdir(self) -> Path:
+        return self.options.rootdir
+
+    @property
+    def resume_command(self) -> str:
+        """How to continue this run if it is stopped."""
+        return self.options.resume_command(self.run_dir)
 
     @property
     def config(self) -> ComposedConfig:
@@ -155,6 +160,8 @@ class Run:
     def start(self, items: Sequence[tuple[str, PlannedItem]]) -> None:
         """Start the harness, open the run directory, train first (run / train modes), then
         submit every item's rollout at once."""
+        if self.state is not RunState.CONFIGURED:
+            raise HarnessError(f"the run cannot start: it is {self.state.value} already")
         if not items:
             return
         harness = self.parts()
@@ -168,8 +175,10 @@ class Run:
                 config=self.config.resolved, steps=self.train_steps, write=self.write)
         cases = [(item_id, item) for item_id, item in items if isinstance(item, Case)]
         if self.mode in ("run", "train"):
+            self.state = RunState.TRAINING
             specs = list({id(item.spec): item.spec for _, item in items}.values())
             self._train_first(specs, [case for _, case in cases], start_step)
+        self.state = RunState.ITEMS
         self.train_items.update(item_id for item_id, item in items if isinstance(item, TrainItem))
         scheduler = self.scheduler
         scheduler.schedule(cases, done={case_key(r): r for r in self.rollouts if r.phase == self.phase})
@@ -279,18 +288,9 @@ class Run:
         rollout = self.rundir.store.append(rollout)  # as written: an unstorable value fails the rollout
         self.rollouts.append(rollout)
         self.progress.rollout_scored(rollout.success)
-        if rollout.status is Status.TASK_ERROR and rollout.task not in self.task_errors_shown:
-            self.write(self._task_error_text(rollout.task, rollout.error or ""))
+        if rollout.status is Status.TASK_ERROR and not self.task_errors.shown(rollout.task):
+            self.write(self.task_errors.text(rollout.task, rollout.error or ""))
         return rollout
-
-    def _task_error_text(self, task: str, error: str) -> str:
-        """A bug in a task's code: its traceback the first time, one line after that."""
-        if task in self.task_errors_shown:
-            return f"task_error (a bug in task {task}'s code, traceback shown once above): " + error.split("\n")[0]
-        self.task_errors_shown.add(task)
-        return (f"agentcore-rl: task_error: task {task}'s own code raised (a reward, the payload "
-                "builder or the test body; not a wrong answer). These rollouts are left out of "
-                f"success rates and training; fix the code:\n{error}")
 
     # -- items -----------------------------------------------------------------------------
 
@@ -320,7 +320,7 @@ class Run:
         try:
             self.scorer().run_body(case, handle, body, arguments)
         except TaskCodeError as exc:  # the traceback once per task, then one line each
-            raise TaskCodeError(self._task_error_text(case.spec.name, str(exc))) from None
+            raise TaskCodeError(self.task_errors.text(case.spec.name, str(exc))) from None
 
     def record_item(self, item_id: str, *, passed: bool, error: str | None = None) -> None:
         """Record an item's rollout with pytest's verdict (once; replayed and train items are
@@ -360,31 +360,43 @@ class Run:
 
     def item_finished(self) -> None:
         """After an item's result was written: a progress line if one is due."""
-        if self._scheduler is not None and self._scheduler.pending:
-            self._scheduler.tick()
+        if self.state is RunState.ITEMS and self.scheduler.pending:
+            self.scheduler.tick()
 
     def items_finished(self) -> None:
         """After the test loop: the items' final line, with success."""
-        if self._scheduler is not None and (self._scheduler.pending or self._scheduler.replayed):
-            self._scheduler.tick(force=True)
+        if self.state is RunState.ITEMS and (self.scheduler.pending or self.scheduler.replayed):
+            self.scheduler.tick(force=True)
 
-    # -- fixture backing -------------------------------------------------------------------
+    def add_worker_counts(self, *, infra_errors: int, other_failures: int, tags: dict[str, list[str]]) -> None:
+        """A `pytest -n` worker's counts and its tasks' tags, sent when it stopped (sharding.py)."""
+        self.infra_errors += infra_errors
+        self.other_failures += other_failures
+        self.task_tags.update(tags)
+
+    def worker_lost(self, why: str) -> None:
+        """A worker stopped before its share finished: an infrastructure error of the run."""
+        self.infra_errors += 1
+        self.write(why)
+
+    def order_rollouts(self, position: Callable[[Rollout], int]) -> None:
+        """Put the rollouts in collection order (stable), as one process would have them."""
+        self.rollouts.sort(key=position)
 
     def started_harness(self) -> Harness:
         harness = self.parts()
         harness.start()
         return harness
 
-    def extra_sessions(self, case: Case) -> "ExtraSessions":
-        return ExtraSessions(self.started_harness(), case)
-
     # -- the end ---------------------------------------------------------------------------
 
     def finish(self, *, write_reports: bool = True, interrupted: bool = False) -> bool:
         """Stop what runs, write the reports, judge the gates; True if the run failed.
         `interrupted`: the session was stopped; the report says so and how to resume."""
-        self.interrupted = interrupted and self.rundir.opened
-        if self.interrupted and not self.rundir.shared:  # the steps a stopped loop never returned
+        if self.state.ended:
+            raise HarnessError(f"the run cannot finish: it is {self.state.value} already")
+        self.state = RunState.INTERRUPTED if interrupted and self.rundir.opened else RunState.FINISHED
+        if self.state is RunState.INTERRUPTED and not self.rundir.shared:  # the steps a stopped loop never returned
             self.train_steps = read_steps(self.run_dir)
         self.progress.clear()
         if self._scheduler is not None:
@@ -417,15 +429,15 @@ class Run:
             item_phase=self.phase, train_steps=self.train_steps,
             tags={**self.task_tags, **{name: list(spec.tags) for name, spec in self.specs.items()}},
             discarded=read_discarded(self.run_dir), roles=role_usage(self.run_dir, self.rollouts, self.config.resolved))
-        if self.interrupted:
-            resume = self.resume_command or f"pytest --agentcore-rl-resume {self.run_dir}"
-            self.report.interrupted = finish.interrupted(self.run_dir, self.rollouts, len(self.train_steps), resume)
-        self.gate_failures = finish.judge_gates(self.report, self.config.typed.gates, self.compare_path)
+        if self.state is RunState.INTERRUPTED:
+            self.report.interrupted = finish.interrupted(self.run_dir, self.rollouts, len(self.train_steps),
+                                                         self.resume_command)
+        self.gate_failures = finish.judge_gates(self.report, self.config.typed.gates, self.options.compare)
         if self.rundir.opened:  # no rollout ran: the gates are judged, nothing is written
             finish.write_report_files(self.run_dir, self.report, self.rollouts, self.config.typed.report)
-        if self.save_baseline:
-            path = finish.write_baseline(self.rootdir, self.save_baseline, self.report)
-            self.write(f"agentcore-rl: saved baseline {self.save_baseline!r} to {path}")
+        if self.options.save_baseline:
+            path = finish.write_baseline(self.rootdir, self.options.save_baseline, self.report)
+            self.write(f"agentcore-rl: saved baseline {self.options.save_baseline!r} to {path}")
         if self.mode == "collect" and self.rollouts and not finish.save_dataset(self.run_dir, self.rollouts, self.write):
             self.infra_errors += 1
 
@@ -443,18 +455,3 @@ def make_progress(settings: ReportConfig, terminal: Terminal | None) -> Progress
         every_pct=settings.progress_every_pct,
         every_s=settings.progress_every_s,
     )
-
-
-class ExtraSessions:
-    """Open extra agent sessions by hand from a task test (e.g. a second opinion)."""
-
-    def __init__(self, harness: Harness, case: Case) -> None:
-        self._harness = harness
-        self._case = case
-
-    def run(self, row: dict[str, Any] | None = None) -> RolloutHandle:
-        """Run the task's agent once more on `row` (default: this case's row)."""
-        case = self._case if row is None else dataclasses.replace(
-            self._case, row={"id": self._case.row_id, **row}
-        )
-        return RolloutHandle(self._harness.loop.run(self._harness.run_case(case)))

@@ -1,6 +1,6 @@
 """One case -> one episode: a gateway session, one agent session on the runtime, its traces.
 
-`CaseRunner` takes its parts (a gateway, an `AgentRuntime`) as arguments, so it runs against the
+`EpisodeRunner` takes its parts (a gateway, an `AgentRuntime`) as arguments, so it runs against the
 shipped fakes (`samplers.scripted`, `runtimes.fake`) as it does against a model and real agents.
 Sampled tokens are never lost: the gateway session is finished whatever the agent did.
 """
@@ -111,7 +111,7 @@ class CaseSettings:
         return self.sampling
 
 
-class CaseRunner:
+class EpisodeRunner:
     """Runs cases on `runtime`, sampling through `sessions`; at most `concurrency` at once."""
 
     def __init__(self, *, sessions: GatewaySessions, runtime: AgentRuntime, settings: CaseSettings,
@@ -211,7 +211,7 @@ class CaseRunner:
         try:
             return await self.runtime.run_session(
                 agent=AgentRef(task=case.spec.name, agent=agent.agent, input_id=case.row_id, phase=case.phase,
-                               mcp_servers=case.spec.mcp_servers),
+                               mcp_servers=case.spec.mcp_servers, environment=case.spec.environment_path()),
                 session_id=session_id,
                 payload=payload,
                 timeout_s=timeout_s,

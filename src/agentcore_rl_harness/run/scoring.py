@@ -286,6 +286,24 @@ class TaskCodeError(ItemFailed):
     the item fails with the user's own traceback; its rollout is `task_error`."""
 
 
+class TaskErrors:
+    """A bug in a task's code: its traceback the first time, one line after that."""
+
+    def __init__(self) -> None:
+        self._shown: set[str] = set()
+
+    def shown(self, task: str) -> bool:
+        return task in self._shown
+
+    def text(self, task: str, error: str) -> str:
+        if task in self._shown:
+            return f"task_error (a bug in task {task}'s code, traceback shown once above): " + error.split("\n")[0]
+        self._shown.add(task)
+        return (f"agentcore-rl: task_error: task {task}'s own code raised (a reward, the payload "
+                "builder or the test body; not a wrong answer). These rollouts are left out of "
+                f"success rates and training; fix the code:\n{error}")
+
+
 def item_verdict(handle: RolloutHandle, *, passed: bool, error: str | None) -> Verdict:
     """The verdict of a pytest item, from its rollout and whether pytest passed it (`error`:
     why it failed, when it did)."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..errors import RuntimeStartError
 from ._local_session import LocalSession
 from ._processes import SpawnedChild
+from ._rooted import RootedBubblewrap
 from ._zygote_pool import read_tail
 from .isolation import Isolation, NoIsolation, SessionUid
 
@@ -34,9 +35,11 @@ _BWRAP_PREFIX = "bwrap: "
 
 async def spawn_agent(session: LocalSession, *, python: str, isolation: Isolation, spec: str,
                       import_root: str, env: dict[str, str]) -> SpawnedChild:
-    """Start `_agent_server.py` for `spec` in `session`'s directory, under `isolation` and the
-    session's caps; its stderr goes to the session's log (truncated on each launch)."""
-    executable = shutil.which(python)
+    """Start `_agent_server.py` for `spec` in `session`'s directory, under the session's own
+    isolation (the runtime's `isolation`, or rooted in the task's environment, whose interpreter
+    it runs) and its caps; its stderr goes to the session's log (truncated on each launch)."""
+    rooted = isinstance(session.isolation, RootedBubblewrap)
+    executable = session.isolation.python if rooted else shutil.which(python)
     if executable is None:
         raise RuntimeStartError(
             f"cannot start the agent process with python {python!r}: not an executable "
@@ -59,7 +62,7 @@ async def spawn_agent(session: LocalSession, *, python: str, isolation: Isolatio
     if isolation.namespaced:
         info_read, info_write = os.pipe()
         os.set_blocking(info_read, False)
-    plan = isolation.launch(
+    plan = session.isolation.launch(
         argv, workdir=session.workdir, info_fd=info_write,
         readable=[Path(import_root), HARNESS_SRC],
         hosts_file=session.network.hosts_file if session.network is not None else None)

@@ -43,6 +43,7 @@ class LocalSession:
     final_state_error: str | None = None
     network: Any = None  # a network.SessionNetwork when the session's network is isolated
     caps: Any = None  # its _session_caps.SessionBox (cgroup, tmpfs, the cap it broke)
+    isolation: Any = None  # its isolation.Isolation: the runtime's, or rooted in its environment
 
     @property
     def stderr_path(self) -> Path:
@@ -126,3 +127,28 @@ def parse_result(response: httpx.Response, session: LocalSession,
     except ResultError as exc:
         suffix = stderr_section(session) if exc.streamed_error else ""
         raise AgentFailed(Status.AGENT_ERROR, f"{exc}{suffix}") from None
+
+
+def session_environment(home: Path, import_roots: list[str], *, passthrough: tuple[str, ...],
+                        extra: dict[str, str]) -> dict[str, str]:
+    """The scrubbed environment of a session process living in `home` (its HOME; TMPDIR inside):
+    `import_roots` (the agent's folder, the harness source) first on PYTHONPATH, then the
+    harness's own PYTHONPATH; `extra` (the S3 stand-in's settings), `passthrough` names."""
+    tmp = home / "tmp"
+    tmp.mkdir(exist_ok=True)
+    roots = [*import_roots, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    env = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+        "PYTHONPATH": os.pathsep.join(dict.fromkeys(roots)),
+        "HF_HUB_OFFLINE": "1",
+    }
+    if "LC_ALL" in os.environ:
+        env["LC_ALL"] = os.environ["LC_ALL"]
+    env.update(extra)
+    for name in passthrough:
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env

@@ -135,7 +135,7 @@ class AgentCoreRuntime(AgentRuntime):
                 poll_backoff=config.poll_backoff,
             )
         self.limiter: SessionLimiter = limiter or build_limiter(
-            config.limiter_settings(), tps_per_arn={arn: config.tps_per_arn for arn in set(self.arns.values())},
+            config.limiter, tps_per_arn={arn: config.tps_per_arn for arn in set(self.arns.values())},
             concurrency=config.concurrency,
         )
         self.priorities = priorities or Priorities(by_task=dict(config.priorities))

@@ -11,6 +11,11 @@ from ._invocations import RESULT_MODES
 from .isolation import SandboxLimits
 from .limits import LimiterSettings
 
+# The limiter's keys were flat once (`runtime.limiter=ray`); each old key -> its place now.
+MOVED_KEYS = {"limiter": "limiter.kind", "max_live_sessions": "limiter.max_live_sessions",
+              "ray_address": "limiter.ray_address", "limiter_name": "limiter.name",
+              "lease_ttl_s": "limiter.lease_ttl_s"}
+
 
 @dataclass(frozen=True)
 class AgentCoreRuntimeConfig:
@@ -40,23 +45,11 @@ class AgentCoreRuntimeConfig:
     poll_initial_s: float = 0.5  # result_mode=s3: first HEAD interval, grows by poll_backoff up to poll_max_s
     poll_max_s: float = 10.0  # result_mode=s3: longest HEAD interval
     poll_backoff: float = 1.5  # result_mode=s3: growth factor of the HEAD interval
-    # Who holds the quotas above: local (this process) or ray (a named Ray actor every process of
-    # the job shares: harness processes, verl/slime workers)
-    limiter: str = "local"
-    max_live_sessions: int | None = None  # the limiter's live-session cap (ray: across all processes); null = concurrency
+    limiter: LimiterSettings = field(default_factory=LimiterSettings)  # who holds the quotas above
     priorities: dict[str, int] = field(default_factory=dict)  # task -> priority; default: evaluation 1 before training 0
-    ray_address: str | None = None  # limiter=ray: null = the Ray this process runs in, else RAY_ADDRESS or auto
-    limiter_name: str = "agentcore-rl-limiter"  # limiter=ray: the actor's name (namespace agentcore-rl)
-    lease_ttl_s: float = 30.0  # limiter=ray: slots of a process silent this long are taken back
     # Validated as for runtime=local, but ACR's microVM applies its own limits: keys set away
     # from their defaults are named in a warning when the runtime is built
     limits: SandboxLimits = field(default_factory=SandboxLimits)
-
-    def limiter_settings(self) -> LimiterSettings:
-        """The limiter's part of this node (`runtime.limiter*` keys, kept flat: public keys)."""
-        return LimiterSettings(kind=self.limiter, max_live_sessions=self.max_live_sessions,
-                               ray_address=self.ray_address, name=self.limiter_name,
-                               lease_ttl_s=self.lease_ttl_s)
 
     def validate(self) -> None:
         if self.result_mode not in RESULT_MODES:
@@ -69,4 +62,4 @@ class AgentCoreRuntimeConfig:
                 raise ConfigError(f"runtime.{key}={getattr(self, key)} must be >= 1")
         if self.tps_per_arn <= 0:
             raise ConfigError(f"runtime.tps_per_arn={self.tps_per_arn} must be > 0")
-        self.limiter_settings().check()
+        self.limiter.check()

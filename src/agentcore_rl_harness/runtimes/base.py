@@ -18,6 +18,8 @@ class AgentRef:
     `AgentCoreRLApp` demands all three once one of them is present). `phase` (pre, train, post,
     eval, collect) sets the session's priority where a limiter serves waiters by priority.
     `mcp_servers`: started per session and named to the agent in `_rollout.mcp_servers`.
+    `environment`: the task's environment (a spec file or rootfs path, `environments/`), which
+    the local runtime makes the session's `/`; None: the host's filesystem.
     """
 
     task: str
@@ -25,6 +27,7 @@ class AgentRef:
     input_id: str | None = None
     phase: str | None = None
     mcp_servers: tuple[McpServer, ...] = ()  # the task's MCP tool servers (`mcp_servers.py`)
+    environment: str | None = None
 
 
 class KeptSession(Protocol):

@@ -141,8 +141,11 @@ class Isolation:
 
     def __init__(self, limits: SandboxLimits, *, hidden: Sequence[Path] = (),
                  readable: Sequence[Path] = (), writable: Sequence[Path] = (),
-                 network: NetworkPolicy | None = None) -> None:
+                 interpreter: Sequence[Path] = (), network: NetworkPolicy | None = None) -> None:
+        """`interpreter`: what the harness's Python needs to read (not used in an environment,
+        which brings its own); `readable`: what the user bound in (`runtime.readable_paths`)."""
         self.limits = limits
+        self.interpreter = tuple(interpreter)
         self.network = network or NetworkPolicy(mode="host")
         self.hidden = tuple(hidden)
         self.readable = tuple(readable)
@@ -159,6 +162,10 @@ class Isolation:
     def session_tmpfs(self, workdir: Path) -> list[Path]:
         """The tmpfs a session writes inside its own namespaces (none outside bubblewrap)."""
         return []
+
+    def session_env(self, env: dict[str, str]) -> dict[str, str]:
+        """The variables a session's processes get, from those the harness chose (`env`)."""
+        return env
 
     def launch(self, argv: Sequence[str], *, workdir: Path, readable: Iterable[Path] = (),
                info_fd: int | None = None, hosts_file: Path | None = None) -> LaunchPlan:
@@ -246,16 +253,30 @@ class Bubblewrap(Isolation):
             "--unshare-user", "--uid", str(_SANDBOX_UID), "--gid", str(_SANDBOX_UID),
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", "arl-session", "--cap-drop", "ALL",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            *self._mounts(workdir, [Path(p) for p in readable]),
         ]
         if self.isolates_network:
             command.append("--unshare-net")
             if hosts_file is not None:
                 command += ["--ro-bind", str(hosts_file), "/etc/hosts"]
+        command += ["--bind", str(workdir), str(workdir), *self._sealed(), "--chdir", str(workdir)]
+        pass_fds: tuple[int, ...] = ()
+        if info_fd is not None:
+            command += ["--info-fd", str(info_fd)]
+            pass_fds = (info_fd,)
+        return self._plan([*command, "--", *argv], pass_fds)
+
+    def _sealed(self) -> list[str]:
+        """What bubblewrap does once every mount is in place (nothing here)."""
+        return []
+
+    def _mounts(self, workdir: Path, readable: list[Path]) -> list[str]:
+        """The session's view: the host read-only, its private places hidden, what it needs bound."""
+        command = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         size = self._tmpfs_size()
         for path in hidden_roots(self.hidden, workdir):
             command += [*size, "--tmpfs", str(path)]
-        rebound = rebinds(self.hidden, workdir, [*self.readable, *readable])
+        rebound = rebinds(self.hidden, workdir, [*self.interpreter, *self.readable, *readable])
         for path in rebound:
             command += ["--ro-bind", str(path), str(path)]
         for path in sorted(set(self.hidden), key=lambda p: len(p.parts)):  # e.g. a run dir in a repo
@@ -263,12 +284,7 @@ class Bubblewrap(Isolation):
                 command += [*size, "--tmpfs", str(path)]
         for path in self.writable:
             command += ["--bind", str(path), str(path)]
-        command += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
-        pass_fds: tuple[int, ...] = ()
-        if info_fd is not None:
-            command += ["--info-fd", str(info_fd)]
-            pass_fds = (info_fd,)
-        return self._plan([*command, "--", *argv], pass_fds)
+        return command
 
     def session_tmpfs(self, workdir: Path) -> list[Path]:
         return hidden_roots(self.hidden, workdir)
@@ -337,10 +353,10 @@ def build_isolation(choice: IsolationChoice, *, base_dir: Path | None = None) ->
     choice.limits.check()
     choice.network.check()
     hidden = (*default_hidden(base_dir), *(Path(p).resolve() for p in choice.hidden))
-    readable = (*python_paths(), *(Path(p).resolve() for p in choice.readable))
+    readable = tuple(Path(p).resolve() for p in choice.readable)
     writable = tuple(Path(p).resolve() for p in choice.writable)
     kwargs: dict[str, Any] = {"hidden": hidden, "readable": readable, "writable": writable,
-                              "network": choice.network}
+                              "interpreter": python_paths(), "network": choice.network}
     bwrap = shutil.which("bwrap")
     why_not = "bubblewrap (bwrap) is not installed" if bwrap is None else bwrap_works(bwrap)
     if choice.kind in ("auto", "bwrap") and why_not is None:

@@ -1,6 +1,6 @@
 """The `SessionLimiter` seam: AgentCore quotas (calls per second per ARN, live sessions).
 
-`runtime.limiter=local` (the default) holds them in this process; `runtime.limiter=ray` in a
+`runtime.limiter.kind=local` (the default) holds them in this process; `runtime.limiter.kind=ray` in a
 named, detached Ray actor that every process of a job shares (`ray_limiter.py`): harness
 processes, verl agent-loop workers, slime rollout functions. Both serve waiters by priority:
 evaluation sessions (pre, post, eval) before training rollouts, unless `runtime.priorities`
@@ -79,28 +79,31 @@ class LocalLimiter:
 
 @dataclass(frozen=True)
 class LimiterSettings:
-    """The `runtime.limiter*` keys: which limiter, and where the shared one lives."""
+    """The `runtime.limiter` node of `runtime=agentcore`: which limiter holds the quotas, and where
+    the shared one lives."""
 
+    # local: this process holds the quotas; ray: a named Ray actor every process of the job shares
+    # (harness processes, verl/slime workers)
     kind: str = "local"
-    max_live_sessions: int | None = None  # None: runtime.concurrency
-    ray_address: str | None = None  # None: the Ray this process is in, else RAY_ADDRESS / auto
-    name: str = "agentcore-rl-limiter"
-    lease_ttl_s: float = 30.0
+    max_live_sessions: int | None = None  # live sessions at once (ray: across all processes); null = runtime.concurrency
+    ray_address: str | None = None  # kind=ray: null = the Ray this process runs in, else RAY_ADDRESS or auto
+    name: str = "agentcore-rl-limiter"  # kind=ray: the actor's name (namespace agentcore-rl)
+    lease_ttl_s: float = 30.0  # kind=ray: the slots of a process silent this long are taken back
 
     def check(self) -> None:
         if self.kind not in LIMITERS:
             raise ConfigError(
-                f"runtime.limiter={self.kind!r} is not a limiter; valid choices: {list(LIMITERS)}"
+                f"runtime.limiter.kind={self.kind!r} is not a limiter; valid choices: {list(LIMITERS)}"
             )
         if self.max_live_sessions is not None and self.max_live_sessions < 1:
             raise ConfigError(
-                f"runtime.max_live_sessions={self.max_live_sessions} must be >= 1 (or null: "
+                f"runtime.limiter.max_live_sessions={self.max_live_sessions} must be >= 1 (or null: "
                 "runtime.concurrency)"
             )
         if self.lease_ttl_s <= 0:
-            raise ConfigError(f"runtime.lease_ttl_s={self.lease_ttl_s} must be > 0 seconds")
+            raise ConfigError(f"runtime.limiter.lease_ttl_s={self.lease_ttl_s} must be > 0 seconds")
         if not self.name:
-            raise ConfigError("runtime.limiter_name is empty; name the shared limiter actor")
+            raise ConfigError("runtime.limiter.name is empty; name the shared limiter actor")
 
 
 def build_limiter(

@@ -62,6 +62,7 @@ from ._local_session import (
     error_text,
     loopback_client,
     parse_result,
+    session_environment,
     read_body,
     resolve_agent,
     section,
@@ -70,16 +71,11 @@ from ._local_session import (
 from ._launch import HARNESS_SRC, SETUP_ATTEMPTS, sandbox_setup_failed, spawn_agent
 from ._mcp import McpStarter
 from ._processes import Child, SpawnedChild, log_rmtree_error, terminate
+from ._rooted import rooted_isolation
 from ._session_caps import RESOURCE_EXCEEDED, Caps, SessionCaps, watch
 from ._zygote_pool import ZygoteFailed, ZygotePool
 from .base import AgentRef, AgentRuntime
-from .isolation import (
-    Isolation,
-    IsolationChoice,
-    NoIsolation,
-    SessionUid,
-    build_isolation,
-)
+from .isolation import Isolation, IsolationChoice, NoIsolation, SessionUid, build_isolation
 from .local_config import LocalRuntimeConfig
 from .network import Destination, SessionNetwork, url_destination
 from .sandbox import SessionSandbox
@@ -161,6 +157,8 @@ class LocalRuntime(AgentRuntime):
         self._first_starts: dict[str, asyncio.Future[None]] = {}
         self._load_errors: dict[str, str] = {}
         self._mcp = McpStarter(python=shutil.which(python) or python)  # the tasks' MCP servers
+        self._rooted: dict[str, Isolation] = {}  # environment spec path -> its sessions' isolation
+        self._kept_isolation: dict[str, Isolation] = {}  # session id -> isolation, until restored
         self._closed = False
         self._zygotes = ZygotePool(
             python=python, startup_timeout_s=config.startup_timeout_s, kill_grace_s=kill_grace_s,
@@ -187,8 +185,11 @@ class LocalRuntime(AgentRuntime):
             if self._closed:
                 raise RuntimeStartError("LocalRuntime is closed; create a new one to run sessions")
             started = time.monotonic()
+            isolation = self._isolation_for(agent)
             session = LocalSession(Path(tempfile.mkdtemp(prefix=f"arl-{os.getpid()}-", dir=self._base())),
-                               session_id=session_id, keep_state=keep_state)
+                                   session_id=session_id, keep_state=keep_state, isolation=isolation)
+            if keep_state and isolation is not self.isolation:
+                self._kept_isolation[session_id] = isolation
             try:
                 result = await self._run(session, agent, payload, timeout_s)
             except AgentFailed as failure:
@@ -206,15 +207,28 @@ class LocalRuntime(AgentRuntime):
 
     def restore(self, final_state: bytes, *, session_id: str = "restored",
                 workdir: str | None = None) -> contextlib.AbstractAsyncContextManager[SessionSandbox]:
-        """A sandbox over a finished session's files (`final_state`), isolated like a session:
+        """A sandbox over a finished session's files (`final_state`), isolated like a session
+        (in its task's environment, if it had one):
         `async with runtime.restore(outcome.final_state) as sandbox: await sandbox.exec(...)`.
         `workdir` (the session's old directory) is reused when free, so absolute paths hold."""
+        isolation = self._kept_isolation.pop(session_id, self.isolation)
         return _final_state.restore(
-            final_state, isolation=self.isolation, workdir=workdir, session_id=session_id,
+            final_state, isolation=isolation, workdir=workdir, session_id=session_id,
             base=(self._base() or Path(tempfile.gettempdir())).resolve(),
-            environment=self._environment, startup_timeout_s=self.startup_timeout_s,
-            kill_grace_s=self.kill_grace_s,
+            environment=lambda home, root: isolation.session_env(self._environment(home, root)),
+            startup_timeout_s=self.startup_timeout_s, kill_grace_s=self.kill_grace_s,
         )
+
+    def _isolation_for(self, agent: AgentRef) -> Isolation:
+        """The runtime's isolation, rooted in the task's environment when it has one
+        (`runtime.environments.<task>` first, then the task's own `environment=`)."""
+        path = self.config.environments.get(agent.task, agent.environment)
+        if path is None:
+            return self.isolation
+        if path not in self._rooted:
+            self._rooted[path] = rooted_isolation(self.isolation, str(Path(path).resolve()),
+                                                  task=agent.task, harness_src=HARNESS_SRC)
+        return self._rooted[path]
 
     def kept(self, outcome: SessionOutcome, *, session_id: str) -> _final_state.KeptFiles:
         """What `run_session(keep_state=True)` kept of a session, for its task to inspect."""
@@ -256,7 +270,7 @@ class LocalRuntime(AgentRuntime):
             if host_pid is None:
                 raise SandboxError(f"session {session_id!r} has not started its process yet")
             session.sandbox = SessionSandbox(
-                session_id=session_id, isolation=self.isolation, host_pid=host_pid,
+                session_id=session_id, isolation=session.isolation, host_pid=host_pid,
                 workdir=str(session.workdir), env=session.env or {},
                 join=session.caps.argv_prefix() if session.caps is not None else (),
             )
@@ -306,7 +320,7 @@ class LocalRuntime(AgentRuntime):
 
         try:
             await watch(session.caps, sandbox_pid=sandbox_pid,
-                        tmpfs_dirs=self.isolation.session_tmpfs(session.workdir))
+                        tmpfs_dirs=session.isolation.session_tmpfs(session.workdir))
         except Exception:  # a bug here must not pass silently: the session runs unwatched
             logger.exception("the caps watchdog of session %s failed; it runs without its "
                              "session-wide caps being checked", session.session_id)
@@ -321,26 +335,8 @@ class LocalRuntime(AgentRuntime):
 
     def _environment(self, home: Path, import_root: str) -> dict[str, str]:
         """The scrubbed environment of a process living in `home` (its HOME; TMPDIR inside)."""
-        tmp = home / "tmp"
-        tmp.mkdir(exist_ok=True)
-        import_roots = [import_root, str(HARNESS_SRC)]
-        import_roots.extend(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
-        env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": str(home),
-            "TMPDIR": str(tmp),
-            "LANG": os.environ.get("LANG", "C.UTF-8"),
-            "PYTHONPATH": os.pathsep.join(dict.fromkeys(import_roots)),
-            "HF_HUB_OFFLINE": "1",
-        }
-        if "LC_ALL" in os.environ:
-            env["LC_ALL"] = os.environ["LC_ALL"]
-        if self._sink is not None:
-            env.update(self._sink.environment())
-        for name in self.env_passthrough:
-            if name in os.environ:
-                env[name] = os.environ[name]
-        return env
+        return session_environment(home, [import_root, str(HARNESS_SRC)], passthrough=self.env_passthrough,
+                                   extra=self._sink.environment() if self._sink is not None else {})
 
     async def _start_once_loadable(self, session: LocalSession, spec: str, import_root: str) -> int | str:
         """`_start`, but an agent that failed to load is not started again: its first session
@@ -366,7 +362,7 @@ class LocalRuntime(AgentRuntime):
 
     async def _start(self, session: LocalSession, spec: str, import_root: str) -> int | str:
         session.caps = self.caps.open(session.workdir)  # its tmpfs first: the env makes tmp/
-        env = self._environment(session.workdir, import_root)
+        env = session.isolation.session_env(self._environment(session.workdir, import_root))
         session.env = env
         self.isolation.prepare(session.workdir)
         if isinstance(self.isolation, SessionUid):

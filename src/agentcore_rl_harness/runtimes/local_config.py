@@ -31,6 +31,9 @@ class LocalRuntimeConfig:
     network: NetworkPolicy = field(default_factory=NetworkPolicy)  # what a bwrap session reaches
     hidden_paths: tuple[str, ...] = ()  # more host paths no session may see (bwrap); the run dir always is
     readable_paths: tuple[str, ...] = ()  # host paths bound read-only into every session under a hidden one
+    # task name -> its environment (a spec file, rootfs directory or tarball; see
+    # docs/environments.md), replacing the one its @arl.task(environment=...) names
+    environments: dict[str, str] = field(default_factory=dict)
     final_state_mb: int = 16  # the most of a session's final files kept for the `sandbox` fixture
     keep_final_state: bool = True  # also save them as states/<session>.tar.gz in the run dir (rescore)
     # inline: the answer is the result; s3: agents that save their result to S3 (AgentCoreRLApp)

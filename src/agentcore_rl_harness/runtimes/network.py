@@ -43,7 +43,7 @@ _COPY_CHUNK = 65536
 class NetworkPolicy:
     """`runtime.network`: `isolated` (bubblewrap: only the gateway and `allow`) or `host`."""
 
-    mode: str = "isolated"
+    mode: str = "isolated"  # isolated: only the gateway and `allow`; host: the machine's network
     allow: tuple[str, ...] = ()  # "host:port" a session may reach besides the gateway
 
     def check(self) -> None:

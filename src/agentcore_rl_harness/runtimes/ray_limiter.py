@@ -1,6 +1,6 @@
-"""`runtime.limiter=ray`: the AgentCore quotas held by one named, detached Ray actor per job.
+"""`runtime.limiter.kind=ray`: the AgentCore quotas held by one named, detached Ray actor per job.
 
-Every process that builds an `agentcore` runtime with the same `runtime.limiter_name` on one Ray
+Every process that builds an `agentcore` runtime with the same `runtime.limiter.name` on one Ray
 cluster (harness processes, verl agent-loop workers, slime rollout functions) shares the actor's
 per-ARN token buckets and its live-session cap, so N processes together stay within one ARN's
 quota. A live-session slot is a lease: each process heartbeats its leases every
@@ -62,14 +62,14 @@ class LeaseTable:
         ]
         if self._slots is not None and self._slots.capacity != max_live_sessions:
             conflicts.append(
-                f"runtime.max_live_sessions={max_live_sessions} (the shared limiter holds "
+                f"runtime.limiter.max_live_sessions={max_live_sessions} (the shared limiter holds "
                 f"{self._slots.capacity})"
             )
         if conflicts and others:
             return (
                 f"this process's quotas differ from those of the {len(others)} process(es) "
                 f"sharing the limiter: {'; '.join(conflicts)}. Give every process of the job the "
-                "same values, or another runtime.limiter_name"
+                "same values, or another runtime.limiter.name"
             )
         for arn, rate in tps_per_arn.items():
             if self._rates.get(arn) != rate:
@@ -155,7 +155,7 @@ def _import_ray() -> Any:
         import ray
     except ImportError as exc:
         raise MissingDependencyError(
-            "runtime.limiter=ray needs Ray: pip install 'agentcore-rl-harness[ray]'"
+            "runtime.limiter.kind=ray needs Ray: pip install 'agentcore-rl-harness[ray]'"
         ) from exc
     return ray
 
@@ -175,11 +175,11 @@ def connect(address: str | None) -> Any:
         except (ConnectionError, RuntimeError, ValueError) as exc:
             reason = f"{exc}: {exc.__cause__}" if exc.__cause__ else str(exc)  # e.g. Ray's auth
             raise ConfigError(
-                f"runtime.limiter=ray found no Ray cluster at {target} ({reason}); start one on "
+                f"runtime.limiter.kind=ray found no Ray cluster at {target} ({reason}); start one on "
                 f"this machine only (`export {SINGLE_NODE_ENV}=0; ray start --head "
                 "--include-dashboard=false`, the variable exported where the harness runs too) "
-                "or join yours with runtime.ray_address (or RAY_ADDRESS), or use "
-                "runtime.limiter=local"
+                "or join yours with runtime.limiter.ray_address (or RAY_ADDRESS), or use "
+                "runtime.limiter.kind=local"
             ) from exc
     return ray
 
@@ -203,7 +203,7 @@ class RayLimiter:
             holder=self.holder, tps_per_arn=dict(tps_per_arn), max_live_sessions=max_live_sessions
         ))
         if conflict:
-            raise ConfigError(f"runtime.limiter_name={name!r}: {conflict}")
+            raise ConfigError(f"runtime.limiter.name={name!r}: {conflict}")
         self._heartbeat: asyncio.Task[None] | None = None
 
     @contextlib.asynccontextmanager
@@ -220,8 +220,8 @@ class RayLimiter:
         if not granted:
             raise RuntimeStartError(
                 f"the shared limiter {self.name!r} took back this process's session slot: no "
-                f"heartbeat reached it for runtime.lease_ttl_s={self.lease_ttl_s:g}s (an "
-                "overloaded process or a lost connection to Ray); raise runtime.lease_ttl_s"
+                f"heartbeat reached it for runtime.limiter.lease_ttl_s={self.lease_ttl_s:g}s (an "
+                "overloaded process or a lost connection to Ray); raise runtime.limiter.lease_ttl_s"
             )
         try:
             yield

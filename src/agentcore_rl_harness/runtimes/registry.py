@@ -8,12 +8,13 @@ the run provides: ``factory(node, private_dirs=..., session_timeout_s=...)``.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .agentcore_config import AgentCoreRuntimeConfig
+from .agentcore_config import MOVED_KEYS, AgentCoreRuntimeConfig
 from .local_config import LocalRuntimeConfig
 
 
@@ -22,6 +23,8 @@ class RuntimeSpec:
     config_class: type
     factory: str
     """"module:attr" of ``factory(node, *, private_dirs, session_timeout_s) -> AgentRuntime``."""
+    moved_keys: Mapping[str, str] = field(default_factory=dict)
+    """Old key -> its place in the node now: refused with a message naming the new key."""
 
     def build(self, node: Any, *, private_dirs: tuple[Path, ...] = (), session_timeout_s: float | None = None) -> Any:
         module, _, attr = self.factory.partition(":")
@@ -35,7 +38,8 @@ _PKG = "agentcore_rl_harness.runtimes"
 
 RUNTIMES: dict[str, RuntimeSpec] = {
     "local": RuntimeSpec(LocalRuntimeConfig, f"{_PKG}.local:LocalRuntime.for_run"),
-    "agentcore": RuntimeSpec(AgentCoreRuntimeConfig, f"{_PKG}.agentcore:AgentCoreRuntime.for_run"),
+    "agentcore": RuntimeSpec(AgentCoreRuntimeConfig, f"{_PKG}.agentcore:AgentCoreRuntime.for_run",
+                             moved_keys=MOVED_KEYS),
 }
 """kind -> spec. A new runtime adds itself here (one line)."""
 

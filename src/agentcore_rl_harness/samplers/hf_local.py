@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MissingDependencyError, SamplingError
-from ..gateway.sampling import TokenCallback
+from ..gateway.sampling import SamplingBackend, TokenCallback
 from ..heap import start_heap_trimmer
 from ..records import FinishReason, SampleResult, SamplingParams
 
@@ -142,7 +142,7 @@ def _sample_tokens(rows: list[_Row], logits: torch.Tensor) -> tuple[list[int], l
     return tokens.tolist(), picked.tolist()
 
 
-class HFLocalSampler:
+class HFLocalSampler(SamplingBackend):
     """Token-in/token-out sampling from an in-process transformers causal LM.
 
     Weights change only between samples: `publish_weights` / `set_policy_version` wait until every row

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, SamplingError
+from ..gateway.sampling import SamplingBackend
 from ..records import SampleResult, SamplingParams, Usage
 
 PROVIDERS = ("openai", "bedrock")
@@ -54,7 +55,7 @@ def check_mode(sampler_kind: str, mode: str) -> None:
             "then compare a trained run with it (--agentcore-rl-compare BASELINE_RUN_DIR)")
 
 
-class NoTokens:
+class NoTokens(SamplingBackend):
     """The `SamplingBackend` beside a hosted model: token-level sampling is refused, by name."""
 
     def __init__(self, describe: str) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import MissingDependencyError, SamplingError
-from ..gateway.sampling import TokenCallback
+from ..gateway.sampling import SamplingBackend, TokenCallback
 from ..records import FinishReason, SampleResult, SamplingParams
 from ._http import checked_result, finish_reason
 
@@ -49,7 +49,7 @@ def service_errors() -> tuple[type[BaseException], ...]:
     return (sdk.TrainingSessionError, ClientError, BotoCoreError, TimeoutError)
 
 
-class SageMakerSampler:
+class SageMakerSampler(SamplingBackend):
     """A `SamplingBackend` over a `sagemaker.train.training_session.SamplingClient`."""
 
     def __init__(self, sampling_client: Any, *, policy_version: int = 0) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from ..errors import SamplingError
-from ..gateway.sampling import TokenCallback
+from ..gateway.sampling import SamplingBackend, TokenCallback
 from ..records import FinishReason, SampleResult, SamplingParams
 
 Reply = Union[str, Sequence[int]]
@@ -32,7 +32,7 @@ class ScriptedCall:
     params: SamplingParams
 
 
-class ScriptedSampler:
+class ScriptedSampler(SamplingBackend):
     """A deterministic `SamplingBackend` for tests; `calls` records every request."""
 
     def __init__(

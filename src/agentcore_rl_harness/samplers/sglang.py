@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import SamplingError
-from ..gateway.sampling import TokenCallback
+from ..gateway.sampling import SamplingBackend, TokenCallback
 from ..records import SampleResult, SamplingParams
 from ._http import (MAX_CONNECTIONS, ROUTING_HEADER, HttpClient, TokenStream, finish_reason, routing_headers,
                     wants_stream)
@@ -40,7 +40,7 @@ from ._http import (MAX_CONNECTIONS, ROUTING_HEADER, HttpClient, TokenStream, fi
 ENGINE = "SGLang"
 
 
-class SGLangSampler:
+class SGLangSampler(SamplingBackend):
     """A `SamplingBackend` over an SGLang server's native generate endpoint."""
 
     def __init__(self, base_url: str, *, timeout_s: float = 600.0, routing_header: str = ROUTING_HEADER,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import MissingDependencyError, SamplingError
-from ..gateway.sampling import TokenCallback
+from ..gateway.sampling import SamplingBackend, TokenCallback
 from ..records import SampleResult, SamplingParams
 from ._http import checked_result, finish_reason
 
@@ -38,7 +38,7 @@ def _at_least(version: str, minimum: str) -> bool:
         return False
 
 
-class TinkerSampler:
+class TinkerSampler(SamplingBackend):
     """A `SamplingBackend` over a `tinker.SamplingClient` (from `ServiceClient` or a trainer)."""
 
     def __init__(self, sampling_client: Any, *, policy_version: int = 0) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import SamplingError
-from ..gateway.sampling import TokenCallback
+from ..gateway.sampling import SamplingBackend, TokenCallback
 from ..records import SampleResult, SamplingParams
 from ._http import (MAX_CONNECTIONS, ROUTING_HEADER, HttpClient, TokenStream, finish_reason, routing_headers,
                     wants_stream)
@@ -38,7 +38,7 @@ ENGINE = "vLLM"
 _MISSING_LOGPROB = -9999.0
 
 
-class VLLMSampler:
+class VLLMSampler(SamplingBackend):
     """A `SamplingBackend` over a vLLM server's token-in/token-out endpoint."""
 
     def __init__(self, base_url: str, *, model: str | None = None, timeout_s: float = 600.0,

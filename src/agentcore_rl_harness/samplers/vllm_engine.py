@@ -55,9 +55,9 @@ class VLLMSettings:
     port: int = 0  # launch: 0 picks a free port
     startup_timeout_s: float = 600.0  # launch: the most to wait for /health
     stop_timeout_s: float = 20.0  # launch: SIGTERM, then SIGKILL after this
-    dtype: str = "float32"
-    max_model_len: int = 2048
-    max_num_seqs: int = 16
+    dtype: str = "float32"  # the served weights' dtype (vllm serve --dtype)
+    max_model_len: int = 2048  # longest prompt + completion in tokens (vllm serve --max-model-len)
+    max_num_seqs: int = 16  # sequences batched at once (vllm serve --max-num-seqs)
     kv_cache_gb: int = 4  # VLLM_CPU_KVCACHE_SPACE
     max_lora_rank: int = 16  # the trainer's LoRA adapters are pushed at runtime (trainer=local)
     extra_args: tuple[str, ...] = ()  # more api_server flags, as they are

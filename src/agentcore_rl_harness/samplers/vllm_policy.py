@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SamplingError
-from ..gateway.sampling import TokenCallback
+from ..gateway.sampling import SamplingBackend, TokenCallback
 from ..records import SampleResult, SamplingParams
 from .vllm import VLLMSampler
 from .vllm_engine import VLLMEngine, http_json
@@ -38,7 +38,7 @@ from .vllm_engine import VLLMEngine, http_json
 ADAPTER_PREFIX = "policy"
 
 
-class VLLMPolicySampler:
+class VLLMPolicySampler(SamplingBackend):
     """A `SamplingBackend` and `WeightSync` over one `VLLMEngine`; `close()` stops a launched engine."""
 
     def __init__(self, engine: VLLMEngine, *, adapter_dir: str | Path) -> None:

@@ -33,9 +33,9 @@ MAX_PARAM_CHARS = 6000
 @dataclass(frozen=True)
 class Config:
     tracking_uri: str | None = None  # null: $MLFLOW_TRACKING_URI, else file:<project>/mlruns
-    experiment: str = "agentcore-rl"
+    experiment: str = "agentcore-rl"  # the MLflow experiment runs go to (made if missing)
     run_name: str | None = None  # null: the run id (a sweep job: <sweep>-job-<n>)
-    tags: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)  # extra tags on each MLflow run
 
     def validate(self) -> None:
         if self.tracking_uri and "@" in (urlsplit(self.tracking_uri).netloc or ""):

@@ -22,7 +22,7 @@ EXTRA = "tensorboard"
 @dataclass(frozen=True)
 class Config:
     log_dir: str | None = None  # null: <run dir>/tensorboard
-    flush_secs: int = 30
+    flush_secs: int = 30  # how often the event file is written to disk
 
 
 def log_dir(config: Config, run: TrackedRun) -> Path:

@@ -22,13 +22,13 @@ MODES = ("online", "offline", "disabled")
 
 @dataclass(frozen=True)
 class Config:
-    project: str = "agentcore-rl"
+    project: str = "agentcore-rl"  # the W&B project runs go to
     entity: str | None = None  # a team; null: the key's default entity
     mode: str | None = None  # online / offline / disabled; null: $WANDB_MODE, else online with a key
     dir: str | None = None  # where wandb/ is written; null: the run directory
     group: str | None = None  # null: the sweep's name under `agentcore-rl sweep`, else none
     name: str | None = None  # null: the run id (a sweep job: <sweep>-job-<n>)
-    tags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()  # extra tags on each W&B run
 
     def validate(self) -> None:
         if self.mode is not None:

@@ -78,6 +78,9 @@ class StepMetrics:
     """Wall time of the step, including waiting for the sampler lock and the weight sync."""
     lr: float
     """The learning rate used for this step."""
+    sync_s: float | None = None
+    """Seconds the weight sync to the sampler took (a LoRA push or a full reload to vLLM, the
+    in-process sampler's swap); None when the step synced nothing or the trainer does not time it."""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

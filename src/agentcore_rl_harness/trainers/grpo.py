@@ -193,7 +193,7 @@ def staleness(items: Sequence[BatchItem], policy_version: int) -> list[int]:
 def step_metrics(
     *, step: int, policy_version: int, stats: BatchStats, lags: Sequence[int], started: float, lr: float,
     loss: float | None = None, kl: float | None = None, sampler_kl: float | None = None,
-    clip_fraction: float | None = None, grad_norm: float | None = None,
+    clip_fraction: float | None = None, grad_norm: float | None = None, sync_s: float | None = None,
 ) -> StepMetrics:
     """One `StepMetrics` from the batch statistics and what the update reported (None: nothing)."""
     return StepMetrics(
@@ -215,6 +215,7 @@ def step_metrics(
         staleness_mean=sum(lags) / len(lags) if lags else None,
         wall_time_s=time.perf_counter() - started,
         lr=lr,
+        sync_s=sync_s,
     )
 
 

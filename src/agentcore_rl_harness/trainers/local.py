@@ -46,17 +46,17 @@ class LocalTrainerConfig:
     kind: str = "local"
     finetune: str = "lora"
     """"lora" (adapters through peft) or "full" (every weight)."""
-    lr: float = 1e-4
-    weight_decay: float = 0.0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_eps: float = 1e-8
+    lr: float = 1e-4  # the learning rate (Adam)
+    weight_decay: float = 0.0  # decoupled weight decay (AdamW); 0 = none
+    adam_beta1: float = 0.9  # Adam's decay of the gradient's running mean
+    adam_beta2: float = 0.999  # Adam's decay of the squared gradient's running mean
+    adam_eps: float = 1e-8  # Adam's epsilon, added to the denominator for stability
     max_grad_norm: float | None = 1.0
     """Clip the global gradient norm to this; null = no clipping (the norm is still reported)."""
-    lora_rank: int = 16
-    lora_alpha: float = 32.0
-    lora_dropout: float = 0.0
-    lora_target_modules: tuple[str, ...] = DEFAULT_LORA_TARGETS
+    lora_rank: int = 16  # finetune=lora: the adapters' rank
+    lora_alpha: float = 32.0  # finetune=lora: the adapters' scale is lora_alpha / lora_rank
+    lora_dropout: float = 0.0  # finetune=lora: dropout on the adapters' input
+    lora_target_modules: tuple[str, ...] = DEFAULT_LORA_TARGETS  # finetune=lora: the module names adapted
     lora_layers: int | None = None
     """Adapters on the top N decoder layers only (null = every layer). The backward pass then stops
     at the lowest adapted layer: half the layers ~ a third less time a step on a CPU."""
@@ -250,7 +250,7 @@ class LocalTrainer(Trainer):
                 with self._sampler_lock(needed=self._merged is None):
                     result = self._update(items, stats.trained_tokens)
                     self.policy_version += 1
-                self._publish()
+                result["sync_s"] = self._publish()
             return step_metrics(
                 step=self.step_count, policy_version=self.policy_version, stats=stats, lags=lags,
                 started=started, lr=float(self.optimizer.param_groups[0]["lr"]), **result,
@@ -527,17 +527,17 @@ class LocalTrainer(Trainer):
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=getattr(torch, self.config.autocast_dtype))
 
-    def _publish(self) -> None:
-        """Hand the sampler the current policy: the adapted model, or its merged copy."""
+    def _publish(self) -> float | None:
+        """Hand the sampler the current policy: the adapted model, or its merged copy; the seconds it took."""
         if self.sampler is None:
-            return
-        served = self.policy_model
+            return None
+        started, served = time.perf_counter(), self.policy_model
         if self._merged is not None:
-            # one buffer: written in place, between rollouts; two: the idle one, swapped in by
-            # publish_weights once the rows in flight finish
+            # one buffer: written in place between rollouts; two: the idle one, swapped in once rows finish
             with self._sampler_lock(needed=self._merged.in_place):
                 served = self._merged.refresh(self.model)
         self.sampler.publish_weights(served, policy_version=self.policy_version)
+        return time.perf_counter() - started
 
     def _sampler_lock(self, *, needed: bool = True) -> Any:
         """The sampler's lock, where this trainer writes weights the sampler may be decoding."""

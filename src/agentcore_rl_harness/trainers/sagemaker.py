@@ -76,23 +76,23 @@ class SageMakerTrainerConfig:
     """SageMaker Hub content ARN of the base model (or an id from `list_base_models()`)."""
     resume_model_package: str | None = None
     """A `save_state` model package ARN to start from instead of `base_model` (weights + optimizer)."""
-    lora_rank: int = 32
-    lora_alpha: int = 64
+    lora_rank: int = 32  # the LoRA adapter's rank
+    lora_alpha: int = 64  # the LoRA adapter's scale is lora_alpha / lora_rank
     loss_fn: str = "importance_sampling"
     """importance_sampling | ppo (PPO clips with algo.clip_low / algo.clip_high)."""
-    lr: float = 1e-4
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_eps: float = 1e-8
-    weight_decay: float = 0.0
+    lr: float = 1e-4  # the learning rate (Adam)
+    adam_beta1: float = 0.9  # Adam's decay of the gradient's running mean
+    adam_beta2: float = 0.999  # Adam's decay of the squared gradient's running mean
+    adam_eps: float = 1e-8  # Adam's epsilon, added to the denominator for stability
+    weight_decay: float = 0.0  # decoupled weight decay (AdamW); 0 = none
     max_grad_norm: float | None = 1.0
     """Gradient clipping norm sent with each optim_step; null = the service's default."""
     temperature: float = 1.0
     """The sampler's temperature; must be 1.0 (the service's logprob temperature is undocumented)."""
-    session_name_prefix: str = "agentcore-rl"
-    kms_key_arn: str | None = None
-    vpc_subnets: tuple[str, ...] = ()
-    vpc_security_group_ids: tuple[str, ...] = ()
+    session_name_prefix: str = "agentcore-rl"  # the training session's name starts with it
+    kms_key_arn: str | None = None  # a KMS key encrypting what is saved to s3_output_path; null = the default
+    vpc_subnets: tuple[str, ...] = ()  # subnet ids to run the training in a VPC; empty = no VPC
+    vpc_security_group_ids: tuple[str, ...] = ()  # with vpc_subnets: the security groups
     operation_timeout_s: float = 3600.0
     """How long to wait for one forward_backward / optim_step / save before failing the step."""
 

@@ -65,14 +65,14 @@ class TinkerTrainerConfig:
     """Name of the environment variable holding the API key (unset = the SDK's stored credentials)."""
     base_model: str | None = None
     """The service's model name; null = `model.name` (the tokenizer must match it)."""
-    lora_rank: int = 32
+    lora_rank: int = 32  # the service's LoRA adapter rank
     lora_seed: int | None = None
     """Seeds the LoRA initialisation on the service; null = random."""
-    lr: float = 4e-5
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.95
-    adam_eps: float = 1e-8
-    weight_decay: float = 0.0
+    lr: float = 4e-5  # the learning rate (Adam)
+    adam_beta1: float = 0.9  # Adam's decay of the gradient's running mean
+    adam_beta2: float = 0.95  # Adam's decay of the squared gradient's running mean
+    adam_eps: float = 1e-8  # Adam's epsilon, added to the denominator for stability
+    weight_decay: float = 0.0  # decoupled weight decay (AdamW); 0 = none
     max_grad_norm: float | None = 1.0
     """Clip the global gradient norm on the service; null = no clipping."""
     loss_fn: str = "ppo"

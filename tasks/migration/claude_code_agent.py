@@ -1,0 +1,9 @@
+"""Claude Code (npm `@anthropic-ai/claude-code`, Anthropic Messages wire), unchanged, as the
+migration pack's agent: see migration_cli_agent.py and docs/agents.md."""
+
+from migration_cli_agent import cli_app
+
+app = cli_app("claude")
+
+if __name__ == "__main__":
+    app.run()
