@@ -70,7 +70,7 @@ def _records(pytester):
 def test_eval_writes_run_directory_with_exact_traces(pytester, tiny_model_dir):
     rows = [{"id": f"q{i}", "split": "test", "n": i, "question": f"What is {i}?"} for i in range(3)]
     _project(pytester, rows)
-    result = _run(pytester)
+    result = _run(pytester, "--junitxml", "user.xml")
     assert result.ret == 0, result.stdout.str()[-3000:]  # task failures do not fail the process
     result.assert_outcomes(passed=5, failed=2)  # q0, q2 x2 + plain pass; q1 x2 fail
     run = pytester.path / "run"
@@ -104,6 +104,25 @@ def test_eval_writes_run_directory_with_exact_traces(pytester, tiny_model_dir):
     junit = (run / "junit.xml").read_text()
     assert junit.count("<testcase") == 6 and junit.count("<failure") == 2
     result.stdout.fnmatch_lines(["*agentcore-rl eval: 66.7% success*"])
+    _check_user_junitxml(pytester.path / "user.xml", records)
+
+
+def _check_user_junitxml(path, records):
+    """The task items carry their rollout's reward, status, session and rewards as user
+    properties into the user's own --junitxml; an ordinary test carries none."""
+    import xml.etree.ElementTree as ET
+
+    records = {f"test_parity[{r['row_id']}-s{r['sample_index']}]": r for r in records}
+    cases = {case.get("name"): case for case in ET.parse(path).iter("testcase")}
+    assert set(records) < set(cases) and "test_plain" in cases
+    for name, record in records.items():
+        properties = {p.get("name"): p.get("value") for p in cases[name].iter("property")}
+        assert properties == {
+            "reward": repr(record["reward"]), "status": record["status"],
+            "session_id": record["session_id"], "rewards.even": repr(record["rewards"]["even"]),
+        }
+    assert cases["test_parity[q1-s0]"].find("failure") is not None  # the failed task, with its data
+    assert not list(cases["test_plain"].iter("property"))
 
 
 def _check_logprobs_recompute(model_dir, records):
@@ -215,26 +234,6 @@ def test_gates_fail_the_build_and_baselines_compare(pytester, tiny_model_dir):
     missing = pytester.runpytest_subprocess("--agentcore-rl", "eval", "--agentcore-rl-compare", "nope")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
     missing.stderr.fnmatch_lines(["*--agentcore-rl-compare 'nope': not a run directory*"])
-
-
-def test_task_items_carry_user_properties_into_the_users_junitxml(pytester, tiny_model_dir):
-    import xml.etree.ElementTree as ET
-
-    rows = [{"id": f"q{i}", "split": "test", "n": i, "question": f"What is {i}?"} for i in range(2)]
-    _project(pytester, rows)
-    result = _run(pytester, "--junitxml", "user.xml")
-    assert result.ret == 0, result.stdout.str()[-3000:]
-    records = {f"test_parity[{r['row_id']}-s{r['sample_index']}]": r for r in _records(pytester)}
-    cases = {case.get("name"): case for case in ET.parse(pytester.path / "user.xml").iter("testcase")}
-    assert set(records) < set(cases) and "test_plain" in cases
-    for name, record in records.items():
-        properties = {p.get("name"): p.get("value") for p in cases[name].iter("property")}
-        assert properties == {
-            "reward": repr(record["reward"]), "status": record["status"],
-            "session_id": record["session_id"], "rewards.even": repr(record["rewards"]["even"]),
-        }
-    assert cases["test_parity[q1-s0]"].find("failure") is not None  # the failed task, with its data
-    assert not list(cases["test_plain"].iter("property"))
 
 
 def test_eval_temperature_zero_decodes_greedily_whatever_the_training_temperature(pytester, tiny_model_dir):

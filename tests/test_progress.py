@@ -210,25 +210,6 @@ ARGS = ["--agentcore-rl", "eval", "--agentcore-rl-set", "model=tiny",
 
 
 @pytest.mark.slow
-def test_eval_without_a_tty_prints_progress_lines_with_totals(pytester, tiny_model_dir):
-    _toy(pytester.path, rows=4, sleep=0.5)
-    result = pytester.runpytest_subprocess(
-        *ARGS, "--agentcore-rl-set", "runtime.concurrency=2",
-        "--agentcore-rl-set", "report.progress_every_pct=25", timeout=600,
-    )
-    assert result.ret == 0, result.stdout.str()[-3000:]
-    output = result.stdout.str()
-    assert "\r" not in output and "\x1b[2K" not in output
-    lines = [line for line in output.splitlines() if re.match(r"agentcore-rl eval: \d+/", line)]
-    assert lines, output[-3000:]
-    assert all(re.match(r"agentcore-rl eval: \d/8 rollouts \(\d+%\) \| success ", line)
-               for line in lines), lines
-    assert lines[-1].startswith("agentcore-rl eval: 8/8 rollouts (100%) | success 4/8 (50%)")
-    assert "tok/s" in lines[-1] and lines[-1].endswith("| done")
-    assert len(lines) <= 1 + 4 + 2  # quiet: one per 25%, plus the final line (and slack)
-
-
-@pytest.mark.slow
 def test_eval_on_a_tty_redraws_one_status_line_in_place(tmp_path, tiny_model_dir):
     import pty
 
@@ -273,8 +254,9 @@ def test_eval_on_a_tty_redraws_one_status_line_in_place(tmp_path, tiny_model_dir
 
 
 @pytest.mark.slow
-def test_progress_lines_are_never_captured_nor_glued_to_pytests_rows(pytester, tiny_model_dir):
-    _toy(pytester.path, rows=4)
+def test_eval_without_a_tty_prints_progress_lines_never_captured_nor_glued_to_pytests_rows(
+        pytester, tiny_model_dir):
+    _toy(pytester.path, rows=4, sleep=0.5)
     data = pytester.path / "data.jsonl"  # the first item waits on a slow rollout, the rest finish
     rows = [json.loads(line) for line in data.read_text().splitlines()]
     rows[0]["sleep"] = 4.0
@@ -285,6 +267,15 @@ def test_progress_lines_are_never_captured_nor_glued_to_pytests_rows(pytester, t
     )
     output = result.stdout.str()
     assert result.ret == 0, output[-3000:]
+    # without a tty: plain lines with the totals, one per 25% and the final one
+    assert "\r" not in output and "\x1b[2K" not in output
+    lines = [line for line in output.splitlines() if re.match(r"agentcore-rl eval: \d+/", line)]
+    assert lines, output[-3000:]
+    assert all(re.match(r"agentcore-rl eval: \d/8 rollouts \(\d+%\) \| success ", line)
+               for line in lines), lines
+    assert lines[-1].startswith("agentcore-rl eval: 8/8 rollouts (100%) | success 4/8 (50%)")
+    assert "tok/s" in lines[-1] and lines[-1].endswith("| done")
+    assert len(lines) <= 1 + 4 + 2  # quiet: one per 25%, plus the final line (and slack)
     # -rA prints every test's captured output: progress written during a test's setup (while its
     # fixture waits for the rollout) must have gone to the terminal, not into those sections
     sections = re.split(r"^-+ Captured (?:stdout|stderr|log) \w+ -+$", output, flags=re.M)[1:]

@@ -33,15 +33,21 @@ def _outcome(pytester, out="run"):
     return report, records
 
 
+ONE_SAMPLE = ("--agentcore-rl-set", "eval.samples=1")
+
+
 @pytest.mark.slow
 def test_oracle_reaches_every_reward_and_null_none(bundled, tiny_model_dir):
-    result = _eval(bundled, "tasks", "--agentcore-rl-set", "agent=oracle", out="oracle")
-    assert result.ret == 0, result.stdout.str()[-3000:]
-    result.assert_outcomes(passed=64)  # the 32 test rows x 2 samples of configs/eval/bundled.yaml
-    report, records = _outcome(bundled, "oracle")
-    assert report["overall"]["success_rate"]["value"] == 1.0 and report["overall"]["success_rate"]["n"] == 64
-    assert all(r["rewards"] == {"correct": 1.0} and r["status"] == "completed" for r in records)
     rows = {row["id"]: row for row in map(json.loads, (bundled.path / "tasks/data/arith.jsonl").read_text().splitlines())}
+    # every one of the 32 test rows of configs/eval/bundled.yaml, once (its 2 samples would play
+    # the same script twice)
+    result = _eval(bundled, "tasks", "--agentcore-rl-set", "agent=oracle", *ONE_SAMPLE, out="oracle")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.assert_outcomes(passed=32)
+    report, records = _outcome(bundled, "oracle")
+    assert report["overall"]["success_rate"]["value"] == 1.0 and report["overall"]["success_rate"]["n"] == 32
+    assert {r["row_id"] for r in records} == {row["id"] for row in rows.values() if row["split"] == "test"}
+    assert all(r["rewards"] == {"correct": 1.0} and r["status"] == "completed" for r in records)
     # The arithmetic oracle has a `_script`: the real calculator agent ran, teacher-forced.
     for record in records:
         assert record["result"]["answer"] == rows[record["row_id"]]["answer"]
@@ -50,9 +56,9 @@ def test_oracle_reaches_every_reward_and_null_none(bundled, tiny_model_dir):
         assert trace["metadata"]["teacher_forced"] and trace["metadata"]["drift_events"] == 0
     result.stdout.fnmatch_lines(["*agentcore-rl eval: 100.0% success*"])
 
-    result = _eval(bundled, "tasks", "--agentcore-rl-set", "agent=null", out="null")
+    result = _eval(bundled, "tasks", "--agentcore-rl-set", "agent=null", *ONE_SAMPLE, out="null")
     assert result.ret == 0, result.stdout.str()[-3000:]  # failed tasks do not fail the process
-    result.assert_outcomes(failed=64)
+    result.assert_outcomes(failed=32)
     report, records = _outcome(bundled, "null")
     assert report["overall"]["success_rate"]["value"] == 0.0
     assert report["tasks"]["test_arith"]["mean_reward"]["value"] == 0.0

@@ -306,3 +306,56 @@ def test_a_hidden_dir_inside_a_rebound_one_stays_hidden(tmp_path):
     probe = _run_as_session(isolation, workdir, f"cat {project}/agent.py; "
                             f"cat {project}/outputs/run/rollouts.jsonl || echo HIDDEN")
     assert probe.stdout.splitlines() == ["print('code')", "HIDDEN"], probe.stdout + probe.stderr
+
+
+# A stand-in for bwrap that runs the real one, but while its flag file exists makes it fail in its
+# own set-up first (a bind source that is gone: what the race with another session's tmpfs, which
+# vanishes between `--ro-bind / /` and its read-only remount, gives), counting the launches.
+FLAKY_BWRAP = """#!/bin/sh
+[ "$1" = "--help" ] && exec "{bwrap}" "$@"
+echo launch >> "{folder}/launches"
+if [ -e "{folder}/fail" ]; then
+  [ -e "{folder}/fail-always" ] || rm -f "{folder}/fail"
+  exec "{bwrap}" --ro-bind "{folder}/gone" /mnt "$@"
+fi
+exec "{bwrap}" "$@"
+"""
+
+
+async def _under_flaky_bwrap(folder, agent, *flags):
+    """One session whose bubblewrap is FLAKY_BWRAP with `flags` set: (its outcome, launches)."""
+    folder.mkdir(exist_ok=True)
+    for flag in flags:
+        (folder / flag).touch()
+    script = folder / "bwrap"
+    script.write_text(FLAKY_BWRAP.format(bwrap=shutil.which("bwrap"), folder=folder))
+    script.chmod(0o755)
+    isolation = build_isolation(IsolationChoice(kind="bwrap"))
+    isolation.bwrap = str(script)
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=30), isolation=isolation)
+    try:
+        outcome = await runtime.run_session(agent=AgentRef(task="t", agent=str(AGENTS / agent)),
+                                            session_id="r" * 40, payload={"x": 1}, timeout_s=60)
+    finally:
+        await runtime.aclose()
+    return outcome, (folder / "launches").read_text().split().count("launch")
+
+
+@pytest.mark.asyncio
+async def test_a_session_whose_bubblewrap_set_up_failed_is_launched_again(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING):
+        outcome, launches = await _under_flaky_bwrap(tmp_path / "once", "echo_agent.py", "fail")
+    assert outcome.status.value == "completed", outcome.error
+    assert launches == 2 and outcome.result["echo"] == {"x": 1}  # bubblewrap failed once, then ran
+    assert "bubblewrap failed to set up the sandbox (launch 1 of 3)" in caplog.text
+    assert "Can't find source path" in caplog.text
+    # a set-up that keeps failing ends the session after 3 launches, with bubblewrap's own words
+    outcome, launches = await _under_flaky_bwrap(tmp_path / "always", "echo_agent.py", "fail", "fail-always")
+    assert outcome.status.value == "agent_error" and launches == 3
+    assert "exited before it was ready" in outcome.error and "Can't find source path" in outcome.error
+    # an agent that dies before it is ready is its own failure: launched once
+    dying = tmp_path / "dying_agent.py"
+    dying.write_text("import os, sys\nprint('dying at import', file=sys.stderr, flush=True)\nos._exit(5)\n")
+    outcome, launches = await _under_flaky_bwrap(tmp_path / "agent", str(dying))
+    assert outcome.status.value == "agent_error" and launches == 1, outcome.error
+    assert "exited before it was ready" in outcome.error and "dying at import" in outcome.error

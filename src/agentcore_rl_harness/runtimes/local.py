@@ -28,8 +28,9 @@ count (and is not in `elapsed_s`).
 Long because one session's life (slot, directory, isolation, spawn or fork, readiness, the
 task's MCP servers (`_mcp.py`), the invoke, its result, the kill and cleanup on every exit path,
 the live sandbox) is one state machine over the registry of live sessions. The rest is separate:
-`isolation.py`, `sandbox.py`, `_zygote*.py`, `_agent_server.py`, `_results.py`, `_processes.py`,
-`_local_session.py` (the session record, agent failures), `_final_state.py` (kept files).
+`isolation.py`, `_launch.py` (a spawned agent process), `sandbox.py`, `_zygote*.py`,
+`_agent_server.py`, `_results.py`, `_processes.py`, `_local_session.py` (the session record,
+agent failures), `_final_state.py` (kept files).
 """
 
 from __future__ import annotations
@@ -67,9 +68,10 @@ from ._local_session import (
     section,
     stderr_section,
 )
+from ._launch import HARNESS_SRC, SETUP_ATTEMPTS, sandbox_setup_failed, spawn_agent
 from ._mcp import McpStarter
 from ._processes import Child, SpawnedChild, log_rmtree_error, terminate
-from ._rooted import RootedBubblewrap, rooted_isolation
+from ._rooted import rooted_isolation
 from ._session_caps import RESOURCE_EXCEEDED, Caps, SessionCaps, watch
 from ._zygote_pool import ZygoteFailed, ZygotePool
 from .base import AgentRef, AgentRuntime
@@ -81,11 +83,7 @@ from .sandbox import SessionSandbox
 logger = logging.getLogger(__name__)
 
 SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
-_SERVER_SCRIPT = Path(__file__).with_name("_agent_server.py")
-_HARNESS_SRC = Path(__file__).resolve().parents[2]
 _EXIT_WAIT_S = 1.0
-_AGENT_SOCKET = ".agent.sock"
-_MAX_UNIX_PATH = 107
 
 
 LOAD_FAILED = "cannot load the agent: "  # how a session says its agent failed to import
@@ -229,7 +227,7 @@ class LocalRuntime(AgentRuntime):
             return self.isolation
         if path not in self._rooted:
             self._rooted[path] = rooted_isolation(self.isolation, str(Path(path).resolve()),
-                                                  task=agent.task, harness_src=_HARNESS_SRC)
+                                                  task=agent.task, harness_src=HARNESS_SRC)
         return self._rooted[path]
 
     def kept(self, outcome: SessionOutcome, *, session_id: str) -> _final_state.KeptFiles:
@@ -337,7 +335,7 @@ class LocalRuntime(AgentRuntime):
 
     def _environment(self, home: Path, import_root: str) -> dict[str, str]:
         """The scrubbed environment of a process living in `home` (its HOME; TMPDIR inside)."""
-        return session_environment(home, [import_root, str(_HARNESS_SRC)], passthrough=self.env_passthrough,
+        return session_environment(home, [import_root, str(HARNESS_SRC)], passthrough=self.env_passthrough,
                                    extra=self._sink.environment() if self._sink is not None else {})
 
     async def _start_once_loadable(self, session: LocalSession, spec: str, import_root: str) -> int | str:
@@ -371,9 +369,19 @@ class LocalRuntime(AgentRuntime):
             session.caps.give_to(self.isolation.uid_of(session.workdir))
         try:
             async with asyncio.timeout(self.startup_timeout_s):
-                session.child = await self._launch(session, spec, import_root, env)
-                self._live.add(session.child)
-                port = await self._read_address(session, spec)
+                for attempt in range(1, SETUP_ATTEMPTS + 1):  # bubblewrap's own set-up can race
+                    session.child = await self._launch(session, spec, import_root, env)
+                    self._live.add(session.child)
+                    try:
+                        port = await self._read_address(session, spec)
+                        break
+                    except AgentFailed:
+                        if attempt == SETUP_ATTEMPTS or not sandbox_setup_failed(session, self.isolation):
+                            raise
+                        logger.warning("session %s: bubblewrap failed to set up the sandbox (launch %d "
+                                       "of %d), starting it again:%s", session.session_id, attempt,
+                                       SETUP_ATTEMPTS, stderr_section(session))
+                        await self._terminate(session.child)
                 if not isinstance(session.child, SpawnedChild):  # forked: its pid is known now
                     session.caps.adopt(session.child.pid)
                 if session.network is not None and isinstance(session.child, SpawnedChild):
@@ -397,61 +405,8 @@ class LocalRuntime(AgentRuntime):
                 raise AgentFailed(
                     failure.status, failure.error + section(failure.stderr_tail)
                 ) from None
-        rooted = isinstance(session.isolation, RootedBubblewrap)
-        python = session.isolation.python if rooted else shutil.which(self.python)
-        if python is None:
-            raise RuntimeStartError(
-                f"cannot start the agent process with python {self.python!r}: not an executable "
-                "file or a command on PATH; set the local runtime's `python` to a working interpreter"
-            )
-        argv = [python, "-u", str(_SERVER_SCRIPT), "--agent", spec]
-        if isinstance(self.isolation, NoIsolation):
-            argv += ["--parent-pid", str(os.getpid())]
-        else:  # bubblewrap dies with the harness; a uid session watches its parent itself
-            socket_path = str(session.workdir / _AGENT_SOCKET)
-            if len(socket_path) > _MAX_UNIX_PATH:
-                raise RuntimeStartError(
-                    f"session directory {session.workdir} is too long for a unix socket path "
-                    f"({len(socket_path)} > {_MAX_UNIX_PATH} bytes); set a shorter base_dir"
-                )
-            argv += ["--unix", socket_path]
-            if isinstance(self.isolation, SessionUid):
-                argv += ["--parent-pid", str(os.getpid())]
-        info_read = info_write = None
-        if self.isolation.namespaced:
-            info_read, info_write = os.pipe()
-            os.set_blocking(info_read, False)
-        plan = session.isolation.launch(
-            argv, workdir=session.workdir, info_fd=info_write,
-            readable=[Path(import_root), _HARNESS_SRC],
-            hosts_file=session.network.hosts_file if session.network is not None else None)
-        plan = dataclasses.replace(plan, argv=[*session.caps.argv_prefix(), *plan.argv])
-        try:
-            with open(session.stderr_path, "wb") as stderr_file:
-                if plan.user is not None:
-                    os.fchown(stderr_file.fileno(), plan.user, plan.user)
-                process = await asyncio.create_subprocess_exec(
-                    *plan.argv,
-                    cwd=session.workdir,
-                    env=env,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=stderr_file,
-                    **plan.popen_kwargs(),
-                )
-        except OSError as exc:
-            if info_read is not None:
-                os.close(info_read)
-            raise RuntimeStartError(
-                f"cannot start the agent process with python {self.python!r}"
-                f" (isolation {self.isolation.name}): {exc}; set the local runtime's `python` to "
-                "a working interpreter"
-            ) from exc
-        finally:
-            if info_write is not None:
-                os.close(info_write)
-        session.caps.root_pid = process.pid
-        return SpawnedChild(process, info_fd=info_read)
+        return await spawn_agent(session, python=self.python, isolation=self.isolation, spec=spec,
+                                 import_root=import_root, env=env)
 
     async def _read_address(self, session: LocalSession, spec: str) -> int | str:
         assert session.child is not None
