@@ -69,6 +69,11 @@ SLOW_TESTS = {
         "test_a_policy_judge_samples_the_policy_directly_and_never_enters_a_trace",
         "test_an_openai_judge_without_its_key_is_a_judge_error_naming_the_variable",
     ),
+    "run/test_recipe.py": (
+        "test_high_base_success_or_no_oracle_means_no_warm_up",
+        "test_informative_groups_or_an_explicit_group_size_keep_the_group",
+        "test_zero_base_success_with_an_oracle_warms_up_until_the_probe_passes",
+    ),
     "run/test_run_core.py": (
         "test_a_resumed_run_replays_finished_items_and_reruns_the_rest",
         "test_a_run_mode_run_pre_evaluates_trains_then_post_evaluates",
