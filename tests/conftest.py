@@ -112,7 +112,8 @@ SLOWEST_FIRST = (
     "trainers/test_sagemaker_trainer.py", "trainers/test_tinker_trainer.py", "docs/test_tutorial.py",
     "runtimes/test_local_runtime.py", "test_plugin.py", "test_e2e_warmup.py", "test_e2e_silent.py",
     "test_pytest_outcomes.py", "test_resume_kill.py", "test_e2e_robust.py", "test_e2e_art.py",
-    "test_e2e_async.py",
+    "test_e2e_async.py", "test_e2e_recipe.py", "tasks_migration/test_migration_java.py",
+    "tasks_migration/test_migration_cli_agents.py",
 )
 
 
