@@ -21,6 +21,7 @@ from agentcore_rl_harness.errors import SandboxError
 from java_projects import check_java_file
 from migration_projects import PROJECT_DIR
 from migration_rewards import _EVALUATIONS, MARK, TEST_TIMEOUT_S, Evaluation, ModuleResult, _parse_report, _sandbox
+from migration_script import reference_script
 
 JUNIT = "/usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar"
 CHECK_DIR = ".migration_check"
@@ -134,13 +135,5 @@ async def java_tests_pass(rollout, row) -> float:
 
 def java_oracle_script(row: dict) -> dict:
     """Read each class to migrate, write its reference migration, run the tests, answer."""
-    turns: list[dict] = []
-    for target in row["targets"]:
-        path = target["path"]
-        turns.append({"tool_calls": [{"name": "read_file", "arguments": {"path": path}}]})
-        turns.append({"tool_calls": [{"name": "write_file",
-                                      "arguments": {"path": path, "content": row["migrated"][path]}}]})
-    turns.append({"tool_calls": [{"name": "run", "arguments": {"command": "sh run_tests.sh"}}]})
     done = "; ".join(t["path"].rsplit("/", 1)[-1] for t in row["targets"])
-    turns.append({"content": f"Migrated {done}. `sh run_tests.sh` passes."})
-    return {"_script": turns, "changed_files": [t["path"] for t in row["targets"]]}
+    return reference_script(row, test_command="sh run_tests.sh", done=done)
