@@ -17,10 +17,10 @@ import re
 import secrets
 
 import agentcore_rl_harness as arl
-from agentcore_rl_harness.errors import SandboxError
 from java_projects import check_java_file
 from migration_projects import PROJECT_DIR
-from migration_rewards import _EVALUATIONS, MARK, TEST_TIMEOUT_S, Evaluation, ModuleResult, _parse_report, _sandbox
+from migration_rewards import (_EVALUATIONS, MARK, TEST_TIMEOUT_S, Evaluation, ModuleResult, _parse_report, _sandbox,
+                               read_source)
 from migration_script import reference_script
 
 JUNIT = "/usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar"
@@ -100,10 +100,7 @@ async def run_java_checks(sandbox: arl.Sandbox, row: dict) -> Evaluation:
     checks, migrated = [], []
     for target in row["targets"]:
         path = target["path"]
-        try:
-            source = (await sandbox.get_file(f"{PROJECT_DIR}/{path}", max_bytes=1 << 20)).decode("utf-8")
-        except (SandboxError, UnicodeDecodeError):
-            source = None
+        source = await read_source(sandbox, path)
         check = check_java_file(path, target["kind"], source, row["files"][path])
         if warned.get(path):
             check = type(check)(check.path, check.kind, (*check.problems, *warned[path]))

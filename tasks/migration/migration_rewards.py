@@ -81,6 +81,14 @@ class Evaluation:
 _EVALUATIONS: "weakref.WeakKeyDictionary[object, Evaluation]" = weakref.WeakKeyDictionary()
 
 
+async def read_source(sandbox, path: str) -> str | None:
+    """The project file `path` as the agent left it; None when it is gone or not UTF-8 text."""
+    try:
+        return (await sandbox.get_file(f"{PROJECT_DIR}/{path}", max_bytes=1 << 20)).decode("utf-8")
+    except (SandboxError, UnicodeDecodeError):
+        return None
+
+
 def _sandbox(rollout) -> arl.Sandbox:
     backend = getattr(getattr(rollout, "episode", None), "sandbox", None)
     if backend is None:
@@ -121,10 +129,7 @@ async def run_checks(sandbox: arl.Sandbox, row: dict) -> Evaluation:
     checks, migrated = [], []
     for target in row["targets"]:
         path = target["path"]
-        try:
-            source = (await sandbox.get_file(f"{PROJECT_DIR}/{path}", max_bytes=1 << 20)).decode("utf-8")
-        except (SandboxError, UnicodeDecodeError):
-            source = None
+        source = await read_source(sandbox, path)
         check = check_file(path, target["kind"], source, row["files"][path])
         checks.append(check)
         if check.ok and f"test_{path[:-3]}" in passed_modules:
