@@ -14,7 +14,7 @@ CEILINGS = {  # module -> the most lines it may have (its size when the ceiling 
     "samplers/hf_local.py": 610,
     "trainers/local.py": 593,
     "runtimes/local.py": 584,
-    "runtimes/agentcore.py": 487,
+    "runtimes/agentcore.py": 482,
     "trainers/sagemaker.py": 431,
     "run/core.py": 460,
 }

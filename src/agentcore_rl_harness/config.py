@@ -199,6 +199,8 @@ def build_runtime_node(node: Any) -> Any:
         raise ConfigError(f"config node runtime must be a mapping, got {node!r}")
     kind = node.get("kind", LocalRuntimeConfig.kind)
     spec = runtime_spec(kind)
+    for key in sorted(set(spec.refused_keys) & set(node)):
+        raise ConfigError(f"runtime.{key} does not apply to runtime={kind}: {spec.refused_keys[key]}")
     return build(spec.config_class, node, "runtime", note=f" (runtime={kind})", moved=spec.moved_keys)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,7 @@ from ..config import HarnessConfig
 from ..errors import ConfigError
 from ..judges.groups import GroupBoard
 from ..records import Status
-from ..runtimes.base import AgentRuntime
+from ..runtimes.base import AgentRef, AgentRuntime
 from .backend import Backend
 from .cases import Case, Episode
 from .episodes import EpisodeRunner, CaseSettings
@@ -31,6 +31,7 @@ from .training import TrainPlan
 
 if TYPE_CHECKING:
     from .judging import Judging
+    from ..tasks import TaskSpec
     from ..gateway.rendering import Renderer
     from ..gateway.sampling import SamplingBackend
     from ..gateway.server import GatewayServer
@@ -244,6 +245,12 @@ class Harness:
                 f"agentcore-rl: model {self.config.model.name} ({where}) loaded, gateway at "
                 f"{gateway.base_url} in {time.monotonic() - started:.1f}s"
             )
+
+    def runtime_notes(self, specs: Sequence[TaskSpec]) -> list[str]:
+        """The runtime's notes on these tasks' settings it cannot apply (`AgentRuntime.notes`)."""
+        self.start()
+        return self.runtime.notes(agents=[AgentRef(task=spec.name, agent=spec.agent_path(),
+                                                   environment=spec.environment_path()) for spec in specs])
 
     def trainer(self) -> Trainer:
         """The configured trainer: in-process ones share the policy model with the sampler."""

@@ -170,6 +170,9 @@ class Run:
         harness = self.parts()
         self.write(f"agentcore-rl {self.mode}: run directory {self.run_dir}")
         harness.start()  # first: a missing dependency or model leaves no run directory behind
+        specs = list({id(item.spec): item.spec for _, item in items}.values())
+        for note in harness.runtime_notes(specs):  # what the runtime cannot apply (environments on ACR)
+            self.write(f"agentcore-rl: {note}")
         self.rundir.open()
         start_step = self.reload() if self.rundir.resumed is not None else 0
         if self.config.typed.logger and not self.rundir.shared:  # under -n, not in workers
@@ -179,7 +182,6 @@ class Run:
         cases = [(item_id, item) for item_id, item in items if isinstance(item, Case)]
         if self.mode in ("run", "train"):
             self.state = RunState.TRAINING
-            specs = list({id(item.spec): item.spec for _, item in items}.values())
             self._train_first(specs, [case for _, case in cases], start_step)
         self.state = RunState.ITEMS
         self.train_items.update(item_id for item_id, item in items if isinstance(item, TrainItem))

@@ -44,6 +44,7 @@ import secrets
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -235,6 +236,12 @@ class AgentCoreRuntime(AgentRuntime):
         if self._sandbox_executor is not None:
             self._sandbox_executor.shutdown(wait=False, cancel_futures=True)
 
+    def notes(self, *, agents: Sequence[AgentRef]) -> list[str]:
+        """Each task naming an environment: ACR runs its ARN's image instead (`_acr_environments`)."""
+        from ._acr_environments import environment_notes
+
+        return environment_notes(agents, arn_of=lambda task: self.arns.get(task, self.arns.get(DEFAULT_ARN_KEY)))
+
     @property
     def live_sessions(self) -> int:
         return len(self._live)
@@ -331,14 +338,8 @@ class AgentCoreRuntime(AgentRuntime):
         async def attempt() -> Any:
             await self.limiter.pace(arn=arn, priority=priority)
             self.stats["invokes"] += 1
-            return await self._call(
-                self._calls.invoke,
-                self._clients[region],
-                arn=arn,
-                session_id=session_id,
-                qualifier=self.qualifier,
-                payload=body,
-            )
+            return await self._call(self._calls.invoke, self._clients[region], arn=arn, session_id=session_id,
+                                    qualifier=self.qualifier, payload=body)
 
         def resending(failure: Any, next_attempt: int) -> None:
             self.stats["invoke_retries"] += 1
@@ -390,14 +391,8 @@ class AgentCoreRuntime(AgentRuntime):
         async def attempt() -> None:
             await self.limiter.pace(arn=arn, priority=STOP_PRIORITY)
             self.stats["stops"] += 1
-            await self._call(
-                self._calls.stop,
-                self._clients[region],
-                arn=arn,
-                session_id=session_id,
-                qualifier=self.qualifier,
-                client_token=client_token,
-            )
+            await self._call(self._calls.stop, self._clients[region], arn=arn, session_id=session_id,
+                             qualifier=self.qualifier, client_token=client_token)
 
         try:
             await retry_call(

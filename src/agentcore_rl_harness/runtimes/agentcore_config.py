@@ -16,6 +16,14 @@ MOVED_KEYS = {"limiter": "limiter.kind", "max_live_sessions": "limiter.max_live_
               "ray_address": "limiter.ray_address", "limiter_name": "limiter.name",
               "lease_ttl_s": "limiter.lease_ttl_s"}
 
+# Keys of runtime=local that ACR cannot honour -> why, and the way to get it there (refused).
+LOCAL_ONLY_KEYS = {
+    "environments": "AgentCore Runtime runs every session of a runtime ARN in that runtime's container image, "
+                    "so a task's environment is the image: deploy it (`agentcore-rl env dockerfile SPEC --agent "
+                    "AGENT.py`, docs/environments.md, section 'Deploying the same environment to ACR'), map the "
+                    "task to its runtime with +runtime.arns.<task>=<ARN> and drop runtime.environments",
+}
+
 
 @dataclass(frozen=True)
 class AgentCoreRuntimeConfig:

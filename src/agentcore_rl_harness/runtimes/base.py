@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -61,6 +62,11 @@ class AgentRuntime(Protocol):
     def kept(self, outcome: SessionOutcome, *, session_id: str) -> KeptSession | None:
         """What this runtime kept of a session run with `keep_state=True` (None: nothing)."""
         return None
+
+    def notes(self, *, agents: Sequence[AgentRef]) -> list[str]:
+        """What the run says once at its start about the tasks `agents` serve: settings of theirs
+        this runtime cannot apply (each note one line); [] where it applies them all."""
+        return []
 
     @property
     def live_sessions(self) -> int:

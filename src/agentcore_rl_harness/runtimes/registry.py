@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .agentcore_config import MOVED_KEYS, AgentCoreRuntimeConfig
+from .agentcore_config import LOCAL_ONLY_KEYS, MOVED_KEYS, AgentCoreRuntimeConfig
 from .local_config import LocalRuntimeConfig
 
 
@@ -25,6 +25,8 @@ class RuntimeSpec:
     """"module:attr" of ``factory(node, *, private_dirs, session_timeout_s) -> AgentRuntime``."""
     moved_keys: Mapping[str, str] = field(default_factory=dict)
     """Old key -> its place in the node now: refused with a message naming the new key."""
+    refused_keys: Mapping[str, str] = field(default_factory=dict)
+    """Another kind's key that means nothing here -> why, and what to do instead (refused)."""
 
     def build(self, node: Any, *, private_dirs: tuple[Path, ...] = (), session_timeout_s: float | None = None) -> Any:
         module, _, attr = self.factory.partition(":")
@@ -39,7 +41,7 @@ _PKG = "agentcore_rl_harness.runtimes"
 RUNTIMES: dict[str, RuntimeSpec] = {
     "local": RuntimeSpec(LocalRuntimeConfig, f"{_PKG}.local:LocalRuntime.for_run"),
     "agentcore": RuntimeSpec(AgentCoreRuntimeConfig, f"{_PKG}.agentcore:AgentCoreRuntime.for_run",
-                             moved_keys=MOVED_KEYS),
+                             moved_keys=MOVED_KEYS, refused_keys=LOCAL_ONLY_KEYS),
 }
 """kind -> spec. A new runtime adds itself here (one line)."""
 
