@@ -135,6 +135,7 @@ class Conversation:
                              for item in calls] or [{"type": "message", "role": "user", "content": "Go on."}]
 
 
+LINES = 8  # tool output lines (~37 tokens each)
 SETTLE_S = 0.002  # after an answer, how long the server must stay idle for its turn to count as done
 
 
@@ -329,7 +330,7 @@ def turn_path(*, near: int, far: int, half: int, repeats: int, lines: int, fresh
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("role", choices=["serve", "path", "path-fresh"])
-    parser.add_argument("--lines", type=int, default=8, help="tool output lines (~37 tokens each)")
+    parser.add_argument("--lines", type=int, default=LINES, help="tool output lines (~37 tokens each)")
     parser.add_argument("--sessions", type=int, default=6, help="serve: sessions to open")
     parser.add_argument("--near", type=int, default=10)
     parser.add_argument("--far", type=int, default=200)

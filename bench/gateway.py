@@ -40,15 +40,19 @@ Run:  python bench/gateway.py [--backend fixed|vllm-http] [--sessions 1 16 64 12
 `--repeat N` runs N rounds (null, ours, anchor in turn at every concurrency) and prints medians:
 on a shared machine the load moves between targets, and rounds spread that over all of them.
 
-Long sessions:  python bench/gateway.py --scenario long [--long-turns 200] [--long-sessions 3]
+Long sessions:  python bench/gateway.py --scenario long [--long-turns 200] [--long-window 5] [--repeat 3]
                                         [--long-wires chat anthropic responses]
                                         [--long-roles serve path path-fresh]
-                                        [--baseline-src /path/to/other/checkout/src] [--repeat 2]
-CPU ms per turn of the gateway process at turns 10/100/200 of tool-calling sessions with ~300-token
-tool outputs (`bench/_long_history.py`), on each wire (`serve`; the turn path alone, `path` and
-`path-fresh`, is the same for every wire and runs once), for this checkout and, with
-`--baseline-src`, another one (e.g. `git worktree add /tmp/base <commit>`), alternating in the same
-run; then the trace linearization times (CPU) at 100 / 200 / 400 / 800 turns.
+                                        [--baseline-src /path/to/other/checkout/src] [--no-linearization]
+CPU ms per turn of the gateway process (CPU time, not wall) around turn 10 and around turn
+`--long-turns` of tool-calling sessions with ~300-token tool outputs (`bench/_long_history.py`),
+on each wire: the median over `--repeat` fresh conversations x turns n-w..n+w (w =
+`--long-window`), the windows of every wire (and of `--baseline-src`, e.g. `git worktree add
+/tmp/base <commit>`, served by its own process) measured side by side, one turn each in turn, so
+load that comes and goes weighs on turn 10 and turn 200 alike. One table: wire, turn 10, turn 200,
+their ratio, and the ratio of each repeat (its spread shows the noise). `path` and `path-fresh`
+add the turn path alone (one process each, its windows side by side). Then the trace
+linearization times (CPU) at 100 / 200 / 400 / 800 turns.
 """
 
 from __future__ import annotations
@@ -549,7 +553,8 @@ def run_long(args: argparse.Namespace) -> None:
 
             def start(cell, mark, salt):
                 connection = connections[cell[0]]
-                return long_history.HttpTurns(connection, connection.session_ids.pop(), cell[1], 8, salt)
+                return long_history.HttpTurns(connection, connection.session_ids.pop(), cell[1],
+                                             long_history.LINES, salt)
 
             measured = long_history.measure(cells, start, near=near, far=far, half=half, repeats=repeats)
             for (cell, mark), values in measured.items():
@@ -560,7 +565,7 @@ def run_long(args: argparse.Namespace) -> None:
                     connections[name].close()
                 finished = [json.loads(line) for line in server.communicate("finish\n", timeout=600)[0].splitlines()]
                 unclean = [row for row in finished if (row["traces"], row["forks"], row["drift_events"]) != (1, 0, 0)]
-                print(f"{name}: {len(finished)} sessions, up to {max(r['tokens'] for r in finished)} tokens; "
+                print(f"{name}: {len(finished)} sessions, up to {max((r['tokens'] for r in finished), default=0)} tokens; "
                       + (f"NOT one clean trace each: {unclean}" if unclean else "each one trace, 0 forks, 0 drift"),
                       flush=True)
     for role in (role for role in args.long_roles if role != "serve"):
