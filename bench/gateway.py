@@ -40,15 +40,19 @@ Run:  python bench/gateway.py [--backend fixed|vllm-http] [--sessions 1 16 64 12
 `--repeat N` runs N rounds (null, ours, anchor in turn at every concurrency) and prints medians:
 on a shared machine the load moves between targets, and rounds spread that over all of them.
 
-Long sessions:  python bench/gateway.py --scenario long [--long-turns 200] [--long-sessions 3]
+Long sessions:  python bench/gateway.py --scenario long [--long-turns 200] [--long-window 5] [--repeat 3]
                                         [--long-wires chat anthropic responses]
                                         [--long-roles serve path path-fresh]
-                                        [--baseline-src /path/to/other/checkout/src] [--repeat 2]
-CPU ms per turn of the gateway process at turns 10/100/200 of tool-calling sessions with ~300-token
-tool outputs (`bench/_long_history.py`), on each wire (`serve`; the turn path alone, `path` and
-`path-fresh`, is the same for every wire and runs once), for this checkout and, with
-`--baseline-src`, another one (e.g. `git worktree add /tmp/base <commit>`), alternating in the same
-run; then the trace linearization times (CPU) at 100 / 200 / 400 / 800 turns.
+                                        [--baseline-src /path/to/other/checkout/src] [--no-linearization]
+CPU ms per turn of the gateway process (CPU time, not wall) around turn 10 and around turn
+`--long-turns` of tool-calling sessions with ~300-token tool outputs (`bench/_long_history.py`),
+on each wire: the median over `--repeat` fresh conversations x turns n-w..n+w (w =
+`--long-window`), the windows of every wire (and of `--baseline-src`, e.g. `git worktree add
+/tmp/base <commit>`, served by its own process) measured side by side, one turn each in turn, so
+load that comes and goes weighs on turn 10 and turn 200 alike. One table: wire, turn 10, turn 200,
+their ratio, and the ratio of each repeat (its spread shows the noise). `path` and `path-fresh`
+add the turn path alone (one process each, its windows side by side). Then the trace
+linearization times (CPU) at 100 / 200 / 400 / 800 turns.
 """
 
 from __future__ import annotations
@@ -467,19 +471,21 @@ def main() -> None:
     parser.add_argument("--tokenizer-dir", default=None)
     parser.add_argument("--anchor-python", default="/tmp/anchor-venv/bin/python")
     parser.add_argument("--driver-python", default=sys.executable, help=argparse.SUPPRESS)
-    parser.add_argument("--repeat", type=int, default=1, help="rounds (null, ours, anchor in turn); medians")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="load: rounds (null, ours, anchor in turn; default 1); long: repeats (default 3); medians")
     parser.add_argument("--no-linearization", action="store_true")
     parser.add_argument("--scenario", choices=["load", "long"], default="load",
                         help="load: turns/s at concurrency; long: CPU per turn as the history grows")
-    parser.add_argument("--long-turns", type=int, default=200)
-    parser.add_argument("--long-sessions", type=int, default=3)
+    parser.add_argument("--long-turns", type=int, default=200, help="long: the far turn (the near one is 10)")
+    parser.add_argument("--long-window", type=int, default=5,
+                        help="long: turns measured on each side of turn 10 and of the far turn")
     parser.add_argument("--baseline-src", default=None, help="long: another checkout's src to compare")
     parser.add_argument("--long-wires", nargs="+", choices=["chat", "anthropic", "responses"],
                         default=["chat", "anthropic", "responses"], help="long: the wires the agents speak")
-    parser.add_argument("--long-roles", nargs="+", choices=["serve", "path", "path-fresh"],
-                        default=["serve", "path", "path-fresh"],
+    parser.add_argument("--long-roles", nargs="+", choices=["serve", "path", "path-fresh"], default=["serve"],
                         help="long: the gateway over HTTP (serve, per wire), the turn path alone (path, path-fresh)")
     args = parser.parse_args()
+    args.repeat = args.repeat or (3 if args.scenario == "long" else 1)
     if args.scenario == "long":
         run_long(args)
         return
@@ -519,41 +525,69 @@ def run_rounds(args: argparse.Namespace) -> None:
 
 
 def run_long(args: argparse.Namespace) -> None:
-    """CPU ms per turn at turns 10/100/200 for this checkout (and `--baseline-src`), in rounds."""
+    """CPU ms per turn near turn 10 and near turn `--long-turns` on each wire, for this checkout
+    (and `--baseline-src`), every window measured side by side (`bench/_long_history.py`)."""
+    sys.path.insert(0, HERE)
+    import _long_history as long_history
+
     sources = {"this": os.path.join(os.path.dirname(HERE), "src")}
     if args.baseline_src:
         sources = {"baseline": os.path.abspath(args.baseline_src), **sources}
-    marks = sorted({10, args.long_turns // 2, args.long_turns})
-    kinds = [(role, wire) for role in args.long_roles
-             for wire in (args.long_wires if role == "serve" else ["chat"])]  # the turn path has no wire
-    runs = {(role, wire, name): [] for role, wire in kinds for name in sources}
-    for round_index in range(args.repeat):
-        for (role, wire, name), sessions in runs.items():
-            env = {**os.environ, "PYTHONPATH": sources[name]}
-            done = subprocess.run([sys.executable, os.path.join(HERE, "_long_history.py"), role,  # +12: n-12..n+12 at n
-                                   "--turns", str(args.long_turns + 12), "--sessions", str(args.long_sessions),
-                                   "--wire", wire],
-                                  capture_output=True, text=True, env=env, timeout=7200)
+    repeats, near, far, half = args.repeat, 10, args.long_turns, args.long_window
+    windows = {"repeats": str(repeats), "near": str(near), "far": str(far), "half": str(half)}
+    print(f"load average {os.getloadavg()}", flush=True)
+    samples: dict[tuple[str, str], dict[int, list[list[float]]]] = {}
+    if "serve" in args.long_roles:
+        cells = [(name, wire) for name in sources for wire in args.long_wires]
+        servers, connections = {}, {}
+        try:
+            for name, src in sources.items():
+                servers[name] = subprocess.Popen(
+                    [sys.executable, os.path.join(HERE, "_long_history.py"), "serve",
+                     "--sessions", str(repeats * len(args.long_wires) * 2)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": src})
+                ready = json.loads(servers[name].stdout.readline() or "null")
+                if ready is None:
+                    raise SystemExit(f"the {name} gateway ({src}) did not start; see its stderr above")
+                connections[name] = long_history.Connection(ready["base_url"], ready["pid"], ready["session_ids"])
+
+            def start(cell, mark, salt):
+                connection = connections[cell[0]]
+                return long_history.HttpTurns(connection, connection.session_ids.pop(), cell[1],
+                                             long_history.LINES, salt)
+
+            measured = long_history.measure(cells, start, near=near, far=far, half=half, repeats=repeats)
+            for (cell, mark), values in measured.items():
+                samples.setdefault((cell[1], cell[0]), {})[mark] = values
+        finally:
+            for name, server in servers.items():
+                if name in connections:
+                    connections[name].close()
+                finished = [json.loads(line) for line in server.communicate("finish\n", timeout=600)[0].splitlines()]
+                unclean = [row for row in finished if (row["traces"], row["forks"], row["drift_events"]) != (1, 0, 0)]
+                print(f"{name}: {len(finished)} sessions, up to {max((r['tokens'] for r in finished), default=0)} tokens; "
+                      + (f"NOT one clean trace each: {unclean}" if unclean else "each one trace, 0 forks, 0 drift"),
+                      flush=True)
+    for role in (role for role in args.long_roles if role != "serve"):
+        for name, src in sources.items():
+            done = subprocess.run([sys.executable, os.path.join(HERE, "_long_history.py"), role,
+                                   *(f"--{key}={value}" for key, value in windows.items())],
+                                  capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src}, timeout=7200)
             if done.returncode != 0:
-                raise SystemExit(f"{role} {wire} {name} failed: {done.stderr[-3000:]}")
+                raise SystemExit(f"{role} {name} failed: {done.stderr[-3000:]}")
             row = json.loads(done.stdout.strip().splitlines()[-1])
-            sessions.extend(row.pop("cpu_ms"))
-            print(json.dumps({"round": round_index + 1, "role": role, "wire": wire, "source": name,
-                              "src": sources[name], **row, "loadavg_1m": round(os.getloadavg()[0], 2)}), flush=True)
-    print(f"CPU ms per turn, median over {args.repeat * args.long_sessions} sessions x turns n-2..n+2; "
-          "serve = the gateway process (HTTP, wire parsing, turn path), path = the turn path alone "
-          "(path-fresh: every message translated anew, see bench/_long_history.py):")
-    for half in (2, 12):
-        if half == 12:
-            print("the same, median over turns n-12..n+12 (one period of the collector's young generations: "
-                  "a collection or a buffer growth that lands in a 5-turn window weighs less):")
-        print("what                          | " + " | ".join(f"turn {n:>3}" for n in marks)
-              + f" | turn {marks[-1]}/turn {marks[0]}")
-        for (role, wire, name), sessions in runs.items():
-            at = [statistics.median(ms for cpu in sessions for ms in cpu[max(1, n - 1 - half):n + half]) for n in marks]
-            what = f"{role} {wire} {name}" if role == "serve" else f"{role} {name}"
-            print(f"{what:<29} | " + " | ".join(f"{value:>8.2f}" for value in at)
-                  + f" | {at[-1] / at[0]:.2f}x", flush=True)
+            samples[(role, name)] = {int(mark): values for mark, values in row["cpu_ms"].items()}
+    print(f"CPU ms per turn: median over {repeats} repeats x turns n-{half}..n+{half}, windows measured side by "
+          "side (serve: the gateway process, per wire; path: the turn path alone, one process, "
+          "path-fresh: every message translated anew; bench/_long_history.py)")
+    print(f"{'wire':<22} | turn {near:>3} | turn {far:>3} | turn {far}/turn {near} | per repeat")
+    for (what, name), by_mark in samples.items():
+        at = {mark: statistics.median(ms for window in by_mark[mark] for ms in window) for mark in (near, far)}
+        per_repeat = " ".join(f"{statistics.median(f) / statistics.median(n):.2f}"
+                              for n, f in zip(by_mark[near], by_mark[far]))
+        label = what if len(sources) == 1 else f"{what} ({name})"
+        print(f"{label:<22} | {at[near]:>8.2f} | {at[far]:>8.2f} | {at[far] / at[near]:>16.2f}x | {per_repeat}",
+              flush=True)
     print(f"load average {os.getloadavg()}")
     if not args.no_linearization:
         print("trace linearization (CPU, best of 5), this checkout:")

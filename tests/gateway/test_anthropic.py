@@ -50,6 +50,41 @@ def test_tool_use_thinking_and_tool_result_give_one_exact_trace(gateway_factory,
     assert finished.metadata["tool_calls"] == 2 and finished.metadata["forks"] == 0
 
 
+def test_system_messages_inside_messages_are_system_turns_in_place(gateway_factory, check_trace, renderer):
+    """Claude Code sends `system`-role messages inside `messages` (beside the top-level `system`):
+    each is a system turn where it stands, as on the chat wire, and the session is one exact
+    trace when the agent re-sends them and adds one mid-session."""
+    from agentcore_rl_harness.gateway import anthropic_wire
+
+    replies = [THINK_TWO_CALLS, FINAL]
+    server, sampler = gateway_factory(replies)
+    session_id = server.sessions.open()
+    client = anthropic.Anthropic(base_url=base_url(server), api_key=session_id, max_retries=0)
+    messages = [{"role": "system", "content": [{"type": "text", "text": "Answer "}, {"type": "text", "text": "briefly."}]},
+                {"role": "user", "content": "(1+2) and 3*4?"}]
+    first = client.messages.create(model="m", max_tokens=200, system="Use tools.", messages=messages, tools=TOOLS)
+    assert first.stop_reason == "tool_use"
+    internal = [{"role": "system", "content": "Use tools."}, {"role": "system", "content": "Answer briefly."},
+                {"role": "user", "content": "(1+2) and 3*4?"}]
+    tools = anthropic_wire.tools_to_internal(TOOLS)
+    assert list(sampler.calls[0].prompt_token_ids) == renderer.encode(renderer.render(internal, tools=tools))
+    uses = first.content[2:]
+    messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": result}
+                                              for use, result in zip(uses, ["3", "12"])]},
+                 {"role": "system", "content": "Both tools answered."}]
+    counted = client.messages.count_tokens(model="m", system="Use tools.", messages=messages, tools=TOOLS)
+    second = client.messages.create(model="m", max_tokens=200, system="Use tools.", messages=messages, tools=TOOLS)
+    assert second.content[0].text == FINAL
+    assert counted.input_tokens == len(sampler.calls[1].prompt_token_ids)
+    assert renderer.decode(sampler.calls[1].prompt_token_ids).endswith(
+        "</tool_response><|im_end|>\n<|im_start|>system\nBoth tools answered.<|im_end|>\n<|im_start|>assistant\n")
+    finished = server.sessions.finish(session_id)
+    (trace,) = finished.traces
+    check_trace(trace, sampler.calls, replies)
+    assert finished.metadata["forks"] == 0
+
+
 def test_messages_stream_helper_sends_blocks_incrementally(gateway_factory, check_trace, renderer):
     replies = [THINK_TWO_CALLS, FINAL]
     server, sampler = gateway_factory(replies)

@@ -59,7 +59,11 @@ BAD_BODIES = [
     ("messages", anth(USER, {"role": "assistant", "content": [
         {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2"}]}), "answers no tool call"),
-    ("messages", anth({"role": "system", "content": "hi"}), "role"),
+    ("messages", anth({"role": "tool", "content": "hi"}, USER), "role"),
+    ("messages", anth({"role": "system", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]}, USER),
+     "messages[0]: system content block 'tool_result' is not supported (text blocks only"),
+    ("messages", anth({"role": "system", "content": [{"type": "image", "source": {}}]}, USER), "'image'"),
+    ("messages", anth({"role": "system", "content": 5}, USER), "messages[0].content"),
     ("messages", {"model": "m", "max_tokens": 8, "messages": [USER], "system": 5}, "system"),
     ("responses", resp({"type": "function_call_output", "call_id": "call_x", "output": "3"}),
      "call_id 'call_x'"),

@@ -16,6 +16,7 @@ from agentcore_rl_harness.gateway import responses_routes, responses_wire
 from agentcore_rl_harness.gateway.messages import chat_tools
 from agentcore_rl_harness.gateway.sessions import SessionStore
 from agentcore_rl_harness.gateway.trajectory import TurnTree
+from agentcore_rl_harness.gateway import turn_routes
 from agentcore_rl_harness.gateway.turn_routes import read_turn_request
 from agentcore_rl_harness.records import FinishReason, SampleResult
 
@@ -23,6 +24,7 @@ SYSTEM, TASK = "You fix builds.", "Fix the build."
 PARAMETERS = {"type": "object", "properties": {"cmd": {"type": "string"}}}
 TOOLS = [{"type": "function", "function": {"name": "shell", "parameters": PARAMETERS}}]
 WIRES = ("chat", "anthropic", "responses")
+turn_routes_validated = turn_routes.validated
 # the module global each route reads its wire description from, per wire
 ROUTE_WIRE = {"chat": (openai_routes, "CHAT"), "anthropic": (anthropic_routes, "MESSAGES"),
               "responses": (responses_routes, "RESPONSES")}
@@ -80,6 +82,8 @@ class Agent:
             results = [{"type": "tool_result", "tool_use_id": block["id"], "content": output}
                        for block in answer["content"] if block["type"] == "tool_use"]
             self.history.append({"role": "user", "content": results or f"Continue after step {index}."})
+            if index % 7 == 6:  # a system turn inside `messages`, as Claude Code sends
+                self.history.append({"role": "system", "content": f"Step {index} is checked."})
         else:
             self.history += answer["output"]
             outputs = [{"type": "function_call_output", "call_id": item["call_id"], "output": output}
@@ -121,8 +125,9 @@ def from_scratch(wire, renderer, sent, replies, im_end):
     return prompts, tree.traces()
 
 
-def counting(monkeypatch, wire):
-    """Per request, how many of its messages (items) the wire translated."""
+def counting(monkeypatch, wire, validations=None):
+    """Per request, how many of its messages (items) the wire translated; and in `validations`,
+    how many its request model validated (shape-checked)."""
     module, name = ROUTE_WIRE[wire]
     described, counts = getattr(module, name), []
 
@@ -130,14 +135,20 @@ def counting(monkeypatch, wire):
         counts.append(len(messages) if isinstance(messages, list) else 1)
         return described.translate(messages, start)
 
+    def validated(model, data):
+        if validations is not None and model is described.model:
+            validations.append(len(data[described.key]) if isinstance(data.get(described.key), list) else 1)
+        return turn_routes_validated(model, data)
+
     monkeypatch.setattr(module, name, dataclasses.replace(described, translate=translate))
+    monkeypatch.setattr(turn_routes, "validated", validated)
     return counts
 
 
-def play(gateway_factory, monkeypatch, wire, turns, *, reorder=False, edit_at=None):
+def play(gateway_factory, monkeypatch, wire, turns, *, reorder=False, edit_at=None, validations=None):
     replies = [reply(index) for index in range(turns)]
     server, sampler = gateway_factory(replies)
-    counts = counting(monkeypatch, wire)
+    counts = counting(monkeypatch, wire, validations)
     session_id = server.sessions.open()
     with httpx.Client(base_url=server.base_url, timeout=60) as client:
         agent = Agent(wire, client, session_id, reorder=reorder)
@@ -149,16 +160,20 @@ def play(gateway_factory, monkeypatch, wire, turns, *, reorder=False, edit_at=No
 
 
 @pytest.mark.parametrize("reorder", [False, True], ids=["same-bytes", "parsed-json"])
-@pytest.mark.parametrize("wire", ["anthropic", "responses"])
+@pytest.mark.parametrize("wire", WIRES)
 def test_a_long_session_translates_only_its_new_messages(gateway_factory, monkeypatch, renderer, im_end,
                                                          wire, reorder):
-    """Each turn translates the two or three messages that are new, at turn 2 as at turn 18,
-    whether the body re-sends the last one's bytes (the SDKs) or only equal JSON (keys
+    """Each turn validates and translates the two or three messages that are new, at turn 2 as
+    at turn 18, whether the body re-sends the last one's bytes (the SDKs) or only equal JSON (keys
     reordered); the prompts and the one trace are a from-scratch render's, token for token."""
-    turns = 18
-    agent, sampler, counts, finished, replies = play(gateway_factory, monkeypatch, wire, turns, reorder=reorder)
+    turns, validations = 18, []
+    agent, sampler, counts, finished, replies = play(gateway_factory, monkeypatch, wire, turns, reorder=reorder,
+                                                     validations=validations)
     assert len(agent.history) > 2 * turns  # the history really grew
-    assert counts[0] == 1 and max(counts[1:]) <= 3, counts  # new per turn: a reply and its answer
+    opening = len(agent.sent[0]["messages" if wire != "responses" else "input"])
+    # new per turn: a reply and its answer
+    assert counts[0] == opening and max(counts[1:]) <= 3, counts
+    assert validations[0] == opening and max(validations[1:]) <= 3, validations
     prompts, traces = from_scratch(wire, renderer, agent.sent, replies, im_end)
     for index, (call, prompt) in enumerate(zip(sampler.calls, prompts, strict=True)):
         assert tuple(call.prompt_token_ids) == prompt, f"turn {index}: the prompt differs from a full render"

@@ -20,9 +20,12 @@ call = st.builds(lambda i, n, a: {"id": f"call_{i}", "type": "function", "functi
 
 @st.composite
 def conversations(draw):
-    """Internal conversations: system?, then user / assistant(+tools) turns in a valid order."""
+    """Internal conversations: system?, then user / assistant(+tools) turns in a valid order, a
+    turn sometimes opened by a system message (as Claude Code sends one inside `messages`)."""
     messages = [{"role": "system", "content": draw(nonempty)}] if draw(st.booleans()) else []
     for _ in range(draw(st.integers(1, 4))):
+        if draw(st.integers(0, 3)) == 0:
+            messages.append({"role": "system", "content": draw(nonempty)})
         messages.append({"role": "user", "content": draw(text)})
         reply = {"role": "assistant", "content": draw(text)}
         if draw(st.booleans()):

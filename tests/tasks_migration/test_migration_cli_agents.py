@@ -66,10 +66,10 @@ async def test_cli_agent_migrates_the_project_through_the_gateway(cli, pack_rows
     assert result["changed_files"] == sorted(t["path"] for t in row["targets"])
     assert ANSWER in result["answer"]
     assert played.rewards == {"files_migrated": 1.0, "tests_pass": 1.0}
-    # Its own wire only (Claude Code first sends a `system`-role message inside `messages`, which
-    # the gateway refuses with a 400 as the Messages API did; it then retries with the reminder in
-    # the user's turn): each scripted reply was sampled once.
-    assert {path for path in paths if path.startswith("/v1/")} == {wire}
+    # Its own wire only, and every request a model call: none refused (Claude Code sends a
+    # `system`-role message inside `messages`, which the gateway takes as a system turn; it was
+    # a 400, and the CLI resent the request with that text in the user's turn)
+    assert [path for path in paths if path.startswith("/v1/")] == [wire] * len(replies)
     assert len(played.sampler.calls) == len(replies)
     (trace,) = played.episode.traces  # one linear conversation
     prompt = renderer.decode(trace.token_ids[:trace.prompt_length])

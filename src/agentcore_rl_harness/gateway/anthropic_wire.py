@@ -1,6 +1,13 @@
 """Anthropic Messages wire (`POST /v1/messages`): messages <-> internal form, JSON, SSE. Pure.
 
-`system` (a string or text blocks) is a leading system message. A user message's `tool_result`
+`system` (a string or text blocks) is a leading system message. A message with role `system` inside
+`messages` (Claude Code sends one; the published API has no such role) is a system message in its
+place, its text blocks joined, as a system message on the chat and Responses wires is: the same
+conversation gives the same internal messages, so the same tokens, on every wire. Kept in place,
+it renders as the template renders a system turn there, and every later request, which re-sends
+it where it was, starts with the same tokens, so the trace extends. Folding it into `system` would
+rewrite the head whenever one arrives mid-session (the next prompt no longer starts with the last
+one: a new row), and folding it into a user turn would invent the text that joins them. A user message's `tool_result`
 blocks become `tool` messages, followed by one user message with its text blocks if it has any;
 an assistant message's `thinking`, `text` and `tool_use` blocks become one assistant message
 (`reasoning`, `content`, `tool_calls`). Going back, tool messages and the user message right after
@@ -132,9 +139,16 @@ def plain_message(message: Any) -> bool:
 
 def _message_to_internal(message: Any, where: str, internal: list[Message]) -> None:
     role = message.get("role") if isinstance(message, Mapping) else None
-    if role not in ("user", "assistant"):
-        raise WireError(f"{where}: role must be 'user' or 'assistant', got {role!r}")
+    if role not in ("user", "assistant", "system"):
+        raise WireError(f"{where}: role must be 'user', 'assistant' or 'system', got {role!r}")
     blocks = _blocks(message.get("content"), where)
+    if role == "system":
+        kinds = [block.get("type") for block in blocks if block.get("type") != "text"]
+        if kinds:
+            raise WireError(f"{where}: system content block {kinds[0]!r} is not supported (text blocks only; "
+                            "send tool results and tool calls in user and assistant messages)")
+        internal.append({"role": "system", "content": "".join(str(block.get("text", "")) for block in blocks)})
+        return
     if role == "assistant":
         reasoning, texts, calls = [], [], []
         for block in blocks:
@@ -189,8 +203,11 @@ def from_internal(messages: Sequence[Message]) -> tuple[str | None, list[dict[st
         elif role == "assistant":
             pending = None
             out.append({"role": "assistant", "content": content_blocks(message)})
+        elif role == "system":
+            pending = None
+            out.append({"role": "system", "content": message["content"]})
         else:
-            raise WireError(f"a {role!r} message after the first cannot be sent on the Anthropic wire")
+            raise WireError(f"a {role!r} message cannot be sent on the Anthropic wire")
     return system, out
 
 

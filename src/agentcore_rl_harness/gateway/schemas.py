@@ -141,7 +141,7 @@ AnthropicBlock = Annotated[Union[
 
 
 class AnthropicMessage(_Shape):
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]  # system: a system turn in place (`anthropic_wire.py`)
     content: Union[str, list[AnthropicBlock]]
 
 
