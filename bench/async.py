@@ -12,7 +12,8 @@ samples). From each run's `train/steps.jsonl`:
 - staleness: trained samples by lag in versions (async: per sample; sync modes: `staleness_max`);
 - final reward: mean training reward of the last third of the steps (noisy: few samples).
 
-    HF_HUB_OFFLINE=1 nice -n 10 python bench/async.py [--steps 6] [--modes sync,overlap,async1,...]
+    HF_HUB_OFFLINE=1 nice -n 10 python bench/async.py [--steps 6] [--modes sync,overlap,async1,...] \\
+        [--model tiny|smollm2-135m-instruct]
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def write_project(root: Path, args: argparse.Namespace) -> None:
 
 def run_mode(root: Path, mode: str, args: argparse.Namespace) -> dict:
     out = root / f"run-{mode}"
-    sets = ["model=tiny", "sampling.max_tokens=8", f"trainer.steps={args.steps}",
+    sets = [f"model={args.model}", "sampling.max_tokens=8", f"trainer.steps={args.steps}",
             f"trainer.batch_rows={args.batch_rows}", f"runtime.concurrency={args.concurrency}",
             f"trainer.checkpoint_every={args.steps}", "report.progress=off", "eval.timeout_s=600",
             *MODES[mode]]
@@ -130,6 +131,10 @@ def main() -> int:
     parser.add_argument("--sigma", type=float, default=1.5)
     parser.add_argument("--cap-s", type=float, default=60.0)
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--model", default="tiny",
+                        help="the policy: `tiny` (an update costs ~0.1 s, so 'trainer busy' stays low in "
+                             "every mode) or `smollm2-135m-instruct` (SmolLM2-135M with the recipe's LoRA: "
+                             "an update costs seconds, as a real one does)")
     args = parser.parse_args()
     stop, seen = threading.Event(), [os.getloadavg()[0]]
     threading.Thread(target=sample_load, args=(stop, seen), daemon=True).start()
@@ -142,7 +147,7 @@ def main() -> int:
             print(f"{mode}: done in {results[-1]['process_s']:.0f}s", file=sys.stderr)
     stop.set()
     base = next((r for r in results if r["mode"] == "sync"), results[0])
-    print(f"{args.steps} steps x {args.batch_rows} rows x {args.samples} samples per mode; tool wait "
+    print(f"model {args.model}; {args.steps} steps x {args.batch_rows} rows x {args.samples} samples per mode; tool wait "
           f"lognormal(median {args.median_s} s, sigma {args.sigma}, cap {args.cap_s} s); concurrency "
           f"{args.concurrency}; load average {min(seen):.1f}-{max(seen):.1f} (mean {sum(seen) / len(seen):.1f})")
     print("| mode | trained samples | training wall s | trainer busy | samples/min | vs sync | "
