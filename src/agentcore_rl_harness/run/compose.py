@@ -238,6 +238,11 @@ class Harness:
                 f"{gateway.base_url} in {time.monotonic() - started:.1f}s"
             )
 
+    def started(self) -> Harness:
+        """This harness, started (model, sampler, gateway, runtime)."""
+        self.start()
+        return self
+
     def trainer(self) -> Trainer:
         """The configured trainer: in-process ones share the policy model with the sampler."""
         self.start()

@@ -59,6 +59,14 @@ class TrainPlan:
                    checkpoint_every=loop.checkpoint_every, seed=config.seed, overlap=loop.overlap_rollouts,
                    mode=loop.mode, max_staleness=loop.max_staleness, stragglers=loop.stragglers)
 
+    def group_of(self, specs: Sequence[TaskSpec]) -> int:
+        """Samples per train row: `algo.group_size`, else the most any task asks for (`samples=`)."""
+        return self.group_size or max((spec.samples for spec in specs), default=1)
+
+    def rollouts_left(self, specs: Sequence[TaskSpec], start_step: int) -> int:
+        """The train rollouts of the steps after `start_step` (the progress display's total)."""
+        return max(0, self.steps - start_step) * self.batch_rows * self.group_of(specs)
+
 
 def build_groups(rollouts: Sequence[Rollout]) -> tuple[list[TrainGroup], dict[str, int]]:
     """`grpo.groups_from_rollouts`, with every excluded status counted (0 when none)."""
