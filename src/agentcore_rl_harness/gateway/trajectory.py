@@ -63,7 +63,7 @@ from typing import Any
 import orjson
 
 from ..errors import RenderError
-from ..records import HISTORY_MODES, FinishReason, HistoryMode, SampleResult, Trace  # noqa: F401 (HISTORY_MODES re-exported)
+from ..records import FinishReason, HistoryMode, SampleResult, Trace
 from .rendering import Message, ParsedReply, Renderer, message_key, normalize_message, normalize_messages
 from .tokens import TokenRun
 

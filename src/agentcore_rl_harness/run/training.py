@@ -28,9 +28,9 @@ from typing import Any, Protocol
 
 from ..config import HarnessConfig
 from ..recipe.exploration import Adaptation
-from ..records import Rollout, Status  # noqa: F401 (Status re-exported)
+from ..records import Rollout
 from ..tasks import TaskSpec, load_rows
-from ..train_store import STEPS_FILE, append_step, latest_checkpoint, read_steps, rewrite_steps  # noqa: F401 (re-exported)
+from ..train_store import append_step, latest_checkpoint
 from ..trainers.base import StepMetrics, Trainer, TrainGroup
 from ..trainers.grpo import EXCLUDED_STATUSES as EXCLUDED
 from ..trainers.grpo import build_batch, training_reward

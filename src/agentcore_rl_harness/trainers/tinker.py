@@ -37,7 +37,7 @@ from . import checkpoint
 from .checkpoint import CheckpointError
 from .datum import TokenDatum, token_data
 from .grpo import GRPOConfig, build_batch, staleness, step_metrics
-from .ratios import LogprobStats, logprob_stats  # noqa: F401 (LogprobStats re-exported)
+from .ratios import logprob_stats
 
 log = logging.getLogger(__name__)
 
