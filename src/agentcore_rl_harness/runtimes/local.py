@@ -158,9 +158,7 @@ class LocalRuntime(AgentRuntime):
         self._load_errors: dict[str, str] = {}
         self._mcp = McpStarter(python=shutil.which(python) or python)  # the tasks' MCP servers
         self._rooted: dict[str, Isolation] = {}  # environment spec path -> its sessions' isolation
-        # session id -> its rooted isolation, from a kept session's end until `kept`/`restore`
-        # takes it (or `aclose`): its files must be restored in the same environment
-        self._kept_isolation: dict[str, Isolation] = {}
+        self._kept_isolation: dict[str, Isolation] = {}  # session id -> its environment, until kept()
         self._closed = False
         self._zygotes = ZygotePool(
             python=python, startup_timeout_s=config.startup_timeout_s, kill_grace_s=kill_grace_s,
