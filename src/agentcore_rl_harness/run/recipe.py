@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import ComposedConfig, composed_from
+from ..config import ComposedConfig, HarnessConfig, composed_from
 from ..errors import ConfigError, HarnessError
 from ..gateway.forcing import SCRIPT_KEY, normalize_script
 from ..records import Rollout
@@ -33,13 +33,14 @@ from ..tasks import TaskSpec, load_rows, oracle_result
 from ..trainers.base import Trainer
 from ..trainers.grpo import EXCLUDED_STATUSES
 from .cases import Case
+from .training import TrainPlan
 from .warmup import WarmUpRun
 
 ORACLE_ROWS = 32  # train rows whose oracle turns size max_tokens
 PROBE_PHASE = "probe"
 
 
-def chooses(config: Any, *, mode: str, resumed: bool, shared: bool) -> bool:
+def chooses(config: HarnessConfig, *, mode: str, resumed: bool, shared: bool) -> bool:
     """Whether this run makes recipe=auto's choices: a new `run` or `train` (a resumed run keeps
     those its config.yaml recorded; a `pytest -n` worker follows its controller's config)."""
     return config.recipe.kind == "auto" and mode in ("run", "train") and not resumed and not shared
@@ -254,7 +255,7 @@ class StepAdapter:
         return Adaptation(fields, group_size=choice.value if choice.applied else None)
 
 
-def step_adapter(config: RecipeConfig, log: RecipeLog | None, *, run_dir: Path, trainer: Trainer, plan: Any,
+def step_adapter(config: RecipeConfig, log: RecipeLog | None, *, run_dir: Path, trainer: Trainer, plan: TrainPlan,
                  specs: Sequence[TaskSpec]) -> StepAdapter:
     return StepAdapter(config, log, run_dir=run_dir, trainer=trainer, steps=plan.steps,
                        group_size=plan.group_of(specs))
