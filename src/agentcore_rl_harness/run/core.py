@@ -23,6 +23,7 @@ from ..config import ComposedConfig
 from ..trainers.section import dropped_keys_message
 from ..errors import HarnessError
 from ..progress import Progress, Terminal
+from ..recipe.choices import RecipeLog
 from ..records import Rollout, Status
 from ..reports.build import build_report
 from ..judges.usage import role_usage
@@ -34,7 +35,6 @@ from . import finish, recipe, states
 from .cases import Case, Episode
 from .compose import Harness
 from .inflight import in_flight
-from ..recipe.choices import RecipeLog
 from .lifecycle import RunState
 from .options import RunOptions
 from .plan import PlannedItem, TrainItem, case_key, plan_cases
