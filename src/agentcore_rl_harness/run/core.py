@@ -238,8 +238,8 @@ class Run:
                     first_launch=next_launch(self.rundir.resumed or ()), tick=lambda: self.scheduler.tick(waiting=True))
                 self._train_steps += loop.run(lambda groups: harness.loop.submit(trainer.step(groups=groups)))
                 return
-            adapt = recipe.step_adapter(self.config.typed.recipe, self._recipe, run_dir=self.run_dir, trainer=trainer,
-                                        plan=plan, specs=specs)
+            adapt = recipe.StepAdapter(self.config.typed.recipe, self._recipe, run_dir=self.run_dir, trainer=trainer,
+                                       group_size=plan.group_of(specs), steps=plan.steps)
             loop = TrainingLoop(plan=plan, specs=specs, start_cases=self.start_batch, score=self.score_and_record,
                                 trainer=trainer, run_dir=self.run_dir, write=self.write, start_step=start_step,
                                 on_step=on_step, adapt=adapt)

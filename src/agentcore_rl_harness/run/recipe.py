@@ -33,7 +33,6 @@ from ..tasks import TaskSpec, load_rows, oracle_result
 from ..trainers.base import Trainer
 from ..trainers.grpo import EXCLUDED_STATUSES
 from .cases import Case
-from .training import TrainPlan
 from .warmup import WarmUpRun
 
 ORACLE_ROWS = 32  # train rows whose oracle turns size max_tokens
@@ -253,12 +252,6 @@ class StepAdapter:
         self.log.save(self.run_dir)
         fields["recipe"] = [choice.to_json()]
         return Adaptation(fields, group_size=choice.value if choice.applied else None)
-
-
-def step_adapter(config: RecipeConfig, log: RecipeLog | None, *, run_dir: Path, trainer: Trainer, plan: TrainPlan,
-                 specs: Sequence[TaskSpec]) -> StepAdapter:
-    return StepAdapter(config, log, run_dir=run_dir, trainer=trainer, steps=plan.steps,
-                       group_size=plan.group_of(specs))
 
 
 def recipe_of(log: RecipeLog | None, run_dir: Path, *, save: bool) -> dict[str, Any] | None:
