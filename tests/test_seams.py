@@ -13,16 +13,19 @@ import pytest
 import agentcore_rl_harness
 from agentcore_rl_harness.errors import SamplingError
 from agentcore_rl_harness.gateway.forcing import forced_sample
+from agentcore_rl_harness.gateway.rendering import Renderer
 from agentcore_rl_harness.gateway.sampling import SamplingBackend
 from agentcore_rl_harness.records import SampleResult, SamplingParams
 from agentcore_rl_harness.records import SessionOutcome, Status
 from agentcore_rl_harness.runtimes.base import AgentRuntime
 from agentcore_rl_harness.runtimes.fake import FakeRuntime
-from agentcore_rl_harness.trainers.base import Trainer
+from agentcore_rl_harness.trainers.base import Trainer, TrainerNode
+from agentcore_rl_harness.trainers.grpo import GRPOConfig
 from agentcore_rl_harness.trainers.fake import RecordingTrainer
 
 ROOT = Path(agentcore_rl_harness.__file__).parent
-SEAM_NAMES = ("live_sessions", "kept", "keep_state", "sft_step", "sft_loss", "restore", "score", "policy_version")
+SEAM_NAMES = ("live_sessions", "kept", "keep_state", "sft_step", "sft_loss", "restore", "score", "policy_version",
+              "render_normalized", "check_algo")
 # `close` is probed only where a third-party SDK may lack it (tinker < 0.38); never on a sampler.
 SAMPLER_CLOSE_PROBE = re.compile(r"(getattr|hasattr)\((self\.)?_?(sampler|backend)\b[^)]*[\"']close[\"']")
 
@@ -35,6 +38,16 @@ def test_no_caller_probes_a_runtime_trainer_or_sampler_seam():
                     SAMPLER_CLOSE_PROBE.search(line) or ("inspect.signature" in line and "run_session" in line)):
                 probes.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert probes == []
+
+
+def test_a_renderer_and_a_trainer_node_have_their_optional_parts_by_default():
+    class Plain(Renderer):
+        def render(self, messages, *, tools=None, add_generation_prompt=True):
+            return f"{len(messages)} messages, generation prompt {add_generation_prompt}"
+
+    messages = [{"role": "user", "content": "hi"}]
+    assert Plain().render_normalized(messages, add_generation_prompt=False) == "1 messages, generation prompt False"
+    TrainerNode().check_algo(GRPOConfig(kl_coef=0.5))  # a trainer honours every algo setting unless it says
 
 
 def test_the_fake_runtime_keeps_nothing_and_counts_no_live_session():

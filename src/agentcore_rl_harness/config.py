@@ -5,8 +5,9 @@ turns the result into frozen dataclasses; every other module receives its own ty
 
 Each part owns its node, beside its code, with the only copy of its defaults: `runtime` and
 `trainer` are picked by kind (`runtimes/registry.py`, `trainers/registry.py`); `gateway` is
-`gateway.config.GatewayConfig`; `report` and `gates` live in `reports/config.py`. The packaged
-YAML files hold only what differs from those defaults; `config_schema.py` builds the nodes.
+`gateway.config.GatewayConfig`; `sampler` is `samplers/config.py`'s; `report` and `gates` live in
+`reports/config.py`. The packaged YAML files hold only what differs from those defaults;
+`config_schema.py` builds the nodes.
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ from .reports.config import GatesConfig, ReportConfig
 from .runtimes.local_config import LocalRuntimeConfig
 from .runtimes.registry import RUNTIMES, runtime_spec
 from .sanity_agents import AGENTS as SANITY_AGENTS
-from .samplers.hosted import HostedSettings
-from .samplers.vllm_engine import VLLMSettings
+from .samplers.config import SamplerConfig
 from .trackers.registry import build_logger_section
 from .trainers.section import GROUP_KEYS, LOOP_KEYS, TrainLoopConfig, algo_classes, build_trainer_section
 
@@ -43,16 +43,6 @@ AGENT_CHOICES = (TASK_AGENT, *SANITY_AGENTS)
 class ModelConfig:
     name: str  # a named model (agentcore-rl models list) or a local HF folder path
     dtype: str = "float32"  # float32 | bfloat16 | float16
-
-
-@dataclass(frozen=True)
-class SamplerConfig:
-    kind: str = "hf"  # hf: the in-process transformers sampler, batched across concurrent sessions
-    max_batch_size: int = 16  # decode requests batched together
-    batch_wait_s: float = 0.005  # how long a batch waits for more requests
-    prefix_cache_tokens: int = 32768  # KV prefix cache size in tokens (0 = off); ~45 KiB/token for SmolLM2
-    vllm: VLLMSettings = field(default_factory=VLLMSettings)  # sampler=vllm (samplers/vllm_engine.py)
-    hosted: HostedSettings = field(default_factory=HostedSettings)  # sampler=hosted: eval baseline (samplers/hosted.py)
 
 
 @dataclass(frozen=True)

@@ -52,20 +52,20 @@ def rollout(request: pytest.FixtureRequest, _arl_case) -> RolloutHandle | None:
 @pytest.fixture
 def gateway(request: pytest.FixtureRequest):
     """The rollout gateway server of this run (`.base_url`, `.sessions`)."""
-    return _require(request).started_harness().gateway
+    return _require(request).parts().started().gateway
 
 
 @pytest.fixture
 def agentcore_session(request: pytest.FixtureRequest, _arl_case) -> ExtraSessions:
     """Run extra agent sessions by hand: `agentcore_session.run(payload)` -> RolloutHandle."""
-    return ExtraSessions(_require(request).started_harness(), _arl_case)
+    return ExtraSessions(_require(request).parts().started(), _arl_case)
 
 
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> Backend:
     """The run's sampling backend: `.model_name`, `.policy_version`, `.sample(prompt)`,
     `.score(prompt, completion)` (await `.asample` / `.ascore` in `async def` code)."""
-    return _require(request).started_harness().backend()  # starts model, sampler, gateway
+    return _require(request).parts().started().backend()  # starts model, sampler, gateway
 
 
 @pytest.fixture

@@ -155,7 +155,7 @@ def pytest_configure(config: pytest.Config) -> None:
         run.write(sharding.controller_line(config, run))
     elif where == "worker":
         config.pluginmanager.register(sharding.ShardWorker(run), "agentcore-rl-shard")
-    handlers = interrupts.install(run.resume_command)  # Ctrl-C, SIGTERM: a clean stop; a second exits now
+    handlers = interrupts.install(run.options.resume_command(run.run_dir))  # Ctrl-C, SIGTERM: a clean stop; a second exits now
     if handlers is not None:
         config.add_cleanup(handlers.restore)
 

@@ -202,8 +202,4 @@ class ShardWorker:
 
     @pytest.hookimpl(trylast=True)  # after plugin.py finished the run (its counts are final)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        run = self._run
-        session.config.workeroutput[WORKER_INPUT] = {  # type: ignore[attr-defined]
-            "infra_errors": run.infra_errors, "other_failures": run.other_failures,
-            "tags": {name: list(spec.tags) for name, spec in run.specs.items()},
-        }
+        session.config.workeroutput[WORKER_INPUT] = self._run.worker_counts()  # type: ignore[attr-defined]

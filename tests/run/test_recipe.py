@@ -6,14 +6,17 @@ never touch evaluation rows; every choice is in recipe.json, steps.jsonl and the
 
 import json
 
+import pytest
+
 import agentcore_rl_harness as arl
 from run_driver import drive_items
 from run_fakes import FAST, Lines, RecordingTrainer, said_four, write_rows
 
+from agentcore_rl_harness.errors import HarnessError
 from agentcore_rl_harness.run.core import Run
 from agentcore_rl_harness.run.options import RunOptions
 from agentcore_rl_harness.run.plan import TrainItem
-from agentcore_rl_harness.run.recipe import configure, probe_rows
+from agentcore_rl_harness.run.recipe import probe_rows, start_up
 from agentcore_rl_harness.tasks import task_spec
 
 TRAIN = ["trainer.steps=2", "trainer.batch_rows=2", "trainer.checkpoint_every=2"]
@@ -147,15 +150,20 @@ def test_start_up_choices_change_the_config_before_the_harness_is_built(tmp_path
     terminal = Lines()
     run = Run.made(RunOptions(mode="run", overrides=(*FAST, "model=tiny", "trainer.lora_rank=4"), rootdir=tmp_path,
                               out=tmp_path / "out"), terminal=terminal)
-    run.plan(spec)
-    configure(run)
-    typed = run.config.typed
-    choices = {c.key: c for c in run.recipe.choices}
+    log, config = start_up(run.config, [spec], write=run.write, harness_built=False)
+    typed = config.typed
+    choices = {c.key: c for c in log.choices}
     longest = int(choices["sampling.max_tokens"].reason.split("longest turn is ")[1].split()[0])
     assert 10 < longest < 40 and typed.sampling.max_tokens == choices["sampling.max_tokens"].value >= longest * 1.5
-    assert typed.trainer.trainer.lr == 3e-4 and run.config.resolved["trainer"]["lr"] == 3e-4
+    assert typed.trainer.trainer.lr == 3e-4 and config.resolved["trainer"]["lr"] == 3e-4
     assert typed.trainer.trainer.lora_rank == 4 and not choices["trainer.lora_rank"].applied  # explicit
     assert typed.trainer.trainer.autocast_dtype is None  # a 95K-parameter model: float32, unmeasured
     assert any(line.startswith("agentcore-rl recipe (start-up): sampling.max_tokens = ") for line in terminal.lines)
-    configure(run)  # once per run
-    assert len(run.recipe.choices) == len(choices)
+    assert run.config.typed.trainer.trainer.lr != 3e-4  # the run applies the choices itself, when it starts
+    run.rundir.reconfigure(config)
+    assert run.config is config
+    run.rundir.open()
+    with pytest.raises(HarnessError, match="cannot change: its config.yaml is written"):
+        run.rundir.reconfigure(config)
+    with pytest.raises(AttributeError, match="Run.rundir is set once"):
+        run.rundir = run.rundir  # nothing outside the run writes its fields

@@ -59,6 +59,10 @@ def test_a_run_moves_through_its_states_once_and_a_stopped_one_says_how_to_resum
     assert run.state is RunState.CONFIGURED and not run.item_finished()  # nothing in flight: no line
     _drive(run, [spec])
     assert run.state is RunState.ITEMS
+    with pytest.raises(AttributeError):
+        run.state = RunState.FINISHED  # only the run's own methods move it
+    with pytest.raises(AttributeError, match="Run.options is set once, when the run is made"):
+        run.options = options
     with pytest.raises(HarnessError, match="the run cannot start: it is items already"):
         run.start([])
     run.finish(interrupted=True)
@@ -93,7 +97,8 @@ def test_a_failed_training_fails_the_run_and_every_item_says_why(tmp_path, build
     run = _run(tmp_path, "train", build_harness(*TRAIN, trainer=Broken()), *TRAIN)
     outcomes = _drive(run, [spec])
     assert outcomes == {"toy::0": "HarnessError"}
-    assert run.training_error == "RuntimeError: out of memory"
+    with pytest.raises(HarnessError, match=r"^training failed: RuntimeError: out of memory$"):
+        run.run_item("toy::0", lambda: None, {})
     assert run.finish()  # an infrastructure error: the run fails
     assert "1 infrastructure error(s)" in " ".join(run.summary_lines())
 
@@ -115,9 +120,12 @@ def test_a_run_where_nothing_ran_writes_nothing_but_still_judges_gates(tmp_path,
 
 
 def test_a_failure_outside_any_task_fails_the_run(tmp_path, build_harness):
-    run = _run(tmp_path, "eval", build_harness())
+    run = _run(tmp_path / "failed", "eval", build_harness())
     run.record_item("test_plain.py::test_x", passed=False, error="boom")
-    assert run.other_failures == 1 and run.finish()
+    assert run.finish()
+    run = _run(tmp_path / "passed", "eval", build_harness())
+    run.record_item("test_plain.py::test_x", passed=True)
+    assert not run.finish()
 
 
 def test_a_resumed_run_replays_finished_items_and_reruns_the_rest(tmp_path, build_harness):

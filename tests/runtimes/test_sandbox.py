@@ -132,6 +132,32 @@ async def test_final_state_is_kept_and_restored_as_an_isolated_sandbox():
         await runtime.aclose()
 
 
+async def test_a_kept_session_in_a_task_environment_is_restored_there_and_nothing_of_it_stays():
+    """A long-lived runtime holds a kept session's environment only until the run core takes what
+    was kept: one opened is restored in its environment, one never opened leaves nothing behind."""
+    runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=30, isolation="bwrap"))
+    # A built environment is slow to make (test_rooted.py runs sessions in one): another
+    # bubblewrap isolation than the runtime's own stands in for the task's environment here.
+    environment = LocalRuntime(LocalRuntimeConfig(isolation="bwrap")).isolation
+    runtime._rooted["env.yaml"] = environment
+    agent = AgentRef(task="sandbox", agent=VICTIM.agent, environment="env.yaml")
+    try:
+        sessions = [f"kept-{index}-" + "k" * 40 for index in range(3)]
+        kept = [runtime.kept(await runtime.run_session(
+            agent=agent, session_id=session_id, payload={"role": "victim", "wait_s": 0}, timeout_s=60,
+            keep_state=True), session_id=session_id) for session_id in sessions]
+        opened = await kept[0].open()
+        assert opened.isolation is environment and await opened.get_file("SECRET_FROM_A")
+        for files in kept:  # scored: released, the last two never opened
+            await files.aclose()
+        assert runtime._kept_isolation == {}
+        await runtime.run_session(agent=agent, session_id="never-taken-" + "k" * 40, keep_state=True,
+                                  payload={"role": "victim", "wait_s": 0}, timeout_s=60)
+    finally:
+        await runtime.aclose()
+    assert runtime._kept_isolation == {}
+
+
 async def test_final_state_over_the_bound_is_dropped_with_a_reason():
     runtime = LocalRuntime(LocalRuntimeConfig(concurrency=1, startup_timeout_s=30, isolation="bwrap"))
     runtime.final_state_max_bytes = 5  # runtime.final_state_mb counts whole MiB

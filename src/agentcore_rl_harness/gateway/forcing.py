@@ -82,7 +82,7 @@ def forced_tokens(renderer: Renderer, messages: Sequence[Message], reply: Messag
                   tools: Sequence[Mapping[str, Any]] | None) -> tuple[int, ...]:
     """The token ids of `reply` as the template writes it after `messages` (its generation
     prompt): the reply's text up to its end-of-turn token, then that token."""
-    render = getattr(renderer, "render_normalized", None) or renderer.render
+    render = renderer.render_normalized
     head = render(list(messages), tools=tools, add_generation_prompt=True)
     with_reply = render([*messages, reply], tools=tools, add_generation_prompt=False)
     if not with_reply.startswith(head):

@@ -91,7 +91,8 @@ class ParsedReply:
 
 @runtime_checkable
 class Renderer(Protocol):
-    """Messages -> prompt text and ids; sampled ids -> text and a parsed reply."""
+    """Messages -> prompt text and ids; sampled ids -> text and a parsed reply. Implementations
+    subclass it: `render_normalized` has a default here, so callers never probe for it."""
 
     stop_token_ids: tuple[int, ...]
     end_of_turn: str
@@ -100,6 +101,14 @@ class Renderer(Protocol):
         self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
     ) -> str: ...
+
+    def render_normalized(
+        self, messages: Sequence[Message], *, tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        """`render` for messages that are `normalize_messages` output already (the trajectory tree
+        keeps them so); a renderer may skip its normalisation then. Default: `render`."""
+        return self.render(messages, tools=tools, add_generation_prompt=add_generation_prompt)
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -171,7 +180,7 @@ _END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>")
 _EXTRA_STOPS = ("<|eom_id|>",)  # Llama: end of message, expecting a tool result
 
 
-class ChatTemplateRenderer:
+class ChatTemplateRenderer(Renderer):
     """A `Renderer` over a Hugging Face tokenizer and its chat template.
 
     The template's content decides the end-of-turn token (the first of <|im_end|>, <|eot_id|>,

@@ -63,7 +63,7 @@ from typing import Any
 import orjson
 
 from ..errors import RenderError
-from ..records import HISTORY_MODES, FinishReason, HistoryMode, SampleResult, Trace  # noqa: F401 (HISTORY_MODES re-exported)
+from ..records import FinishReason, HistoryMode, SampleResult, Trace
 from .rendering import Message, ParsedReply, Renderer, message_key, normalize_message, normalize_messages
 from .tokens import TokenRun
 
@@ -175,7 +175,6 @@ class TurnTree:
         self._with_children: set[int] = set()
         self._requests: OrderedDict[int, tuple[Mapping[str, Any], ...]] = OrderedDict()
         self._renders: OrderedDict[bytes, str] = OrderedDict()
-        self._render_text = getattr(renderer, "render_normalized", None) or getattr(renderer, "render", None)
 
     def _render(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
                 add_generation_prompt: bool = True) -> str:
@@ -186,7 +185,7 @@ class TurnTree:
         if key is not None and key in self._renders:
             self._renders.move_to_end(key)
             return self._renders[key]
-        text = self._render_text(messages, tools=tools, add_generation_prompt=add_generation_prompt)
+        text = self._renderer.render_normalized(messages, tools=tools, add_generation_prompt=add_generation_prompt)
         if key is not None:
             self._renders[key] = text
             if len(self._renders) > RENDER_CACHE_SIZE:

@@ -37,6 +37,7 @@ from typing import Any
 from ..errors import ConfigError, HarnessError
 from ..records import Rollout, Trace
 from ..run.training import training_reward
+from ..trainers.base import TrainerNode
 from ._episodes import (
     CONFIG_ENV, OVERRIDES_ENV, RolloutRunner, case_for, harness_config, is_failed,
     overrides_from_env, shared_runner, trained_tokens,
@@ -62,7 +63,7 @@ evaluation."""
 
 
 @dataclass(frozen=True)
-class SlimeTrainerConfig:
+class SlimeTrainerConfig(TrainerNode):
     """The `trainer` node for `trainer=slime` (read by the rollout function inside slime)."""
 
     kind: str = "slime"

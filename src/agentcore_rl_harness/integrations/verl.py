@@ -34,6 +34,7 @@ from ..errors import ConfigError, HarnessError, MissingDependencyError, Sampling
 from ..gateway.sampling import SamplingBackend, TokenCallback
 from ..records import FinishReason, Rollout, SampleResult, SamplingParams, Trace
 from ..run.training import training_reward
+from ..trainers.base import TrainerNode
 from ._episodes import (
     CONFIG_ENV, OVERRIDES_ENV, RolloutRunner, case_for, harness_config, is_failed,
     close_runners, overrides_from_env, shared_runner, trained_tokens,
@@ -60,7 +61,7 @@ calls the harness once per sample, so `--agentcore-rl train` / `run` cannot driv
 
 
 @dataclass(frozen=True)
-class VerlTrainerConfig:
+class VerlTrainerConfig(TrainerNode):
     """The `trainer` node for `trainer=verl` (read by the agent loop inside verl's workers)."""
 
     kind: str = "verl"

@@ -3,9 +3,11 @@ run writes with what live progress, and the CI gates that turn its exit status n
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ..errors import ConfigError, HarnessError
+from ..progress import Progress, Terminal, choose_style
 from .model import REPORT_FORMATS
 
 PROGRESS_STYLES = ("auto", "lines", "off")
@@ -39,6 +41,12 @@ class ReportConfig:
             raise ConfigError(f"report.progress_every_pct={self.progress_every_pct} must be in (0, 100]")
         if self.progress_every_s <= 0:
             raise ConfigError(f"report.progress_every_s={self.progress_every_s} must be > 0")
+
+    def progress_display(self, terminal: Terminal | None) -> Progress:
+        """A run's live progress on `terminal` as this node sets it (`auto`: by whether it is a TTY)."""
+        isatty = bool(terminal is not None and terminal.isatty)
+        return Progress(terminal, style=choose_style(self.progress, isatty=isatty, environ=os.environ),
+                        every_pct=self.progress_every_pct, every_s=self.progress_every_s)
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,7 @@ class AsyncTrainingLoop:
     # -- starting and collecting -----------------------------------------------------------
 
     def _start_groups(self, version: int, *, training: int) -> None:
-        group_size = self.plan.group_size or max(spec.samples for spec in self.specs)
+        group_size = self.plan.group_of(self.specs)
         while True:
             in_flight = sum(1 for g in self.live.values() for f in g.futures if not f.done())
             needed = (self.plan.steps - self.step) * self.plan.batch_rows - training
@@ -288,20 +288,3 @@ class AsyncTrainingLoop:
 def _fmt(value: Any) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
-
-def train_async(run: Any, *, plan: TrainPlan, specs: Sequence[TaskSpec], trainer: Trainer,
-                start_step: int) -> list[dict[str, Any]]:
-    """A `core.Run`'s training in async mode: its scheduler starts and counts the rollouts, its
-    scorer records them, the harness's loop runs the updates. A resumed run's new groups are
-    numbered after every group it recorded (`staleness.next_launch`)."""
-    from .staleness import next_launch
-
-    harness = run.parts()
-    per_group = plan.group_size or max(spec.samples for spec in specs)
-    run.progress.begin_phase("train", (plan.steps - start_step) * plan.batch_rows * per_group)
-    loop = AsyncTrainingLoop(
-        plan=plan, specs=specs, submit=run.scheduler.start_one, score=run.score_and_record, trainer=trainer,
-        run_dir=run.run_dir, write=run.write, concurrency=run.config.typed.runtime.concurrency,
-        start_step=start_step, first_launch=next_launch(run.rundir.resumed or ()),
-        on_step=run.tracking.step if run.tracking else None, tick=lambda: run.scheduler.tick(waiting=True))
-    return loop.run(lambda groups: harness.loop.submit(trainer.step(groups=groups)))

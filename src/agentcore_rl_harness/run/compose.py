@@ -125,13 +125,8 @@ def load_policy(config: HarnessConfig, *, run_dir: Path | None = None) -> Policy
         window = min(window or config.sampler.vllm.max_model_len, config.sampler.vllm.max_model_len)
         return Policy(sampler=remote, tokenizer=tokenizer, model=model, context_window=window,
                       where=f"vLLM at {remote.engine.base_url} serving {model_dir}")
-    from ..samplers.hf_local import HFLocalSampler
-
     model = load_model(model_dir, dtype=config.model.dtype)
-    sampler = HFLocalSampler(
-        model, max_batch_size=config.sampler.max_batch_size, batch_wait_s=config.sampler.batch_wait_s,
-        prefix_cache_tokens=config.sampler.prefix_cache_tokens,
-    )
+    sampler = config.sampler.local_sampler(model)
     window = getattr(getattr(model, "config", None), "max_position_embeddings", None) or window
     return Policy(sampler=sampler, tokenizer=tokenizer, model=model, context_window=window,
                   where=str(model_dir))
@@ -236,21 +231,26 @@ class Harness:
             self.gateway = gateway
             self.advertised_url = advertised_url(self.config, gateway.base_url)
             self.runtime = self._given_runtime or build_runtime(self.config, private_dirs=self.private_dirs)
-            self.episodes = EpisodeRunner(sessions=gateway.sessions, runtime=self.runtime, settings=CaseSettings(
-                model_id=self.model_id, base_url=self.advertised_url, sampling=self.config.sampling.to_params(),
-                eval_sampling=self.config.eval_sampling(), seed=self.config.seed, agent=self.config.agent,
-                timeout_s=self.config.eval.timeout_s, concurrency=self.config.runtime.concurrency,
-            ), loop=self.loop)
+            self.episodes = EpisodeRunner(sessions=gateway.sessions, runtime=self.runtime, loop=self.loop,
+                                          settings=CaseSettings.of(self.config, model_id=self.model_id,
+                                                                   base_url=self.advertised_url))
             self._progress(
                 f"agentcore-rl: model {self.config.model.name} ({where}) loaded, gateway at "
                 f"{gateway.base_url} in {time.monotonic() - started:.1f}s"
             )
 
-    def runtime_notes(self, specs: Sequence[TaskSpec]) -> list[str]:
-        """The runtime's notes on these tasks' settings it cannot apply (`AgentRuntime.notes`)."""
+    def start_for(self, specs: Sequence[TaskSpec], write: Callable[[str], None]) -> None:
+        """Start, then `write` the runtime's notes on these tasks' settings it cannot apply
+        (`AgentRuntime.notes`, e.g. environments on ACR)."""
         self.start()
-        return self.runtime.notes(agents=[AgentRef(task=spec.name, agent=spec.agent_path(),
-                                                   environment=spec.environment_path()) for spec in specs])
+        for note in self.runtime.notes(agents=[AgentRef(task=spec.name, agent=spec.agent_path(),
+                                                        environment=spec.environment_path()) for spec in specs]):
+            write(f"agentcore-rl: {note}")
+
+    def started(self) -> Harness:
+        """This harness, started (model, sampler, gateway, runtime)."""
+        self.start()
+        return self
 
     def trainer(self) -> Trainer:
         """The configured trainer: in-process ones share the policy model with the sampler."""

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from ..config import HarnessConfig
 from ..errors import HarnessError, failure_text
 from ..records import SamplingParams, SessionOutcome, Status, TaskLimits
 from ..runtimes.base import AgentRef, AgentRuntime
@@ -103,6 +104,13 @@ class CaseSettings:
     agent: str = "task"
     timeout_s: float = 300.0
     concurrency: int = 8
+
+    @classmethod
+    def of(cls, config: HarnessConfig, *, model_id: str, base_url: str) -> CaseSettings:
+        """A run's settings, from its `sampling`, `eval`, `seed`, `agent` and `runtime` nodes."""
+        return cls(model_id=model_id, base_url=base_url, sampling=config.sampling.to_params(),
+                   eval_sampling=config.eval_sampling(), seed=config.seed, agent=config.agent,
+                   timeout_s=config.eval.timeout_s, concurrency=config.runtime.concurrency)
 
     def sampling_for(self, case: Case) -> SamplingParams:
         """An evaluation case's sampling is `eval_sampling` when set; training cases keep `sampling`."""

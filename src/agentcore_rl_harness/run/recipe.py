@@ -3,6 +3,9 @@ to the config before the model loads, the automatic warm-up with its train-row p
 training step's adapter (signal accounting, a larger group when too few groups teach).
 
 Only `run` and `train` modes choose; a resumed run keeps the choices its config.yaml recorded.
+Nothing here holds the run: each function takes what it uses (the warm-up's `WarmUpRun`, the
+recipe log) and returns what changes, such as the config after the start-up choices, for the run
+to apply itself.
 """
 
 from __future__ import annotations
@@ -12,45 +15,51 @@ import dataclasses
 import importlib.util
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from ..config import composed_from
+from ..config import ComposedConfig, HarnessConfig, composed_from
 from ..errors import ConfigError, HarnessError
 from ..gateway.forcing import SCRIPT_KEY, normalize_script
 from ..records import Rollout
 from ..recipe.choices import Choice, RecipeLog, read_recipe
+from ..recipe.config import RecipeConfig
 from ..recipe.exploration import Adaptation, Exploration
 from ..recipe.explicit import explicit_keys, is_explicit
 from ..recipe.initial_kl import InitialKL
 from ..recipe.startup import StartupInputs, parameter_count, startup_choices
 from ..tasks import TaskSpec, load_rows, oracle_result
+from ..trainers.base import Trainer
 from ..trainers.grpo import EXCLUDED_STATUSES
 from .cases import Case
+from .warmup import WarmUpRun
 
 ORACLE_ROWS = 32  # train rows whose oracle turns size max_tokens
 PROBE_PHASE = "probe"
 
 
-def configure(run: Any) -> None:
-    """Start the run's recipe log; make the start-up choices (before the harness is built) and
-    apply those that an explicit key does not override."""
-    composed = run.config
-    typed = composed.typed
-    if (typed.recipe.kind != "auto" or run.mode not in ("run", "train") or run.recipe is not None
-            or run.rundir.resumed is not None or run.rundir.shared):
-        return
+def chooses(config: HarnessConfig, *, mode: str, resumed: bool, shared: bool) -> bool:
+    """Whether this run makes recipe=auto's choices: a new `run` or `train` (a resumed run keeps
+    those its config.yaml recorded; a `pytest -n` worker follows its controller's config)."""
+    return config.recipe.kind == "auto" and mode in ("run", "train") and not resumed and not shared
+
+
+def start_up(composed: ComposedConfig, specs: Sequence[TaskSpec], *, write: Callable[[str], None],
+             harness_built: bool) -> tuple[RecipeLog, ComposedConfig]:
+    """The run's recipe log with the start-up choices (made before the harness is built), and
+    the config with those applied that an explicit key does not override."""
     from ..recipe.dtypes import measure
 
-    log = run.recipe = RecipeLog(run.write)
+    typed = composed.typed
+    log = RecipeLog(write)
     log.explicit = explicit_keys(composed.overrides, composed.source)
-    if run.harness is not None:  # given built (a test's fakes): only the choices made while it runs
+    if harness_built:  # given built (a test's fakes): only the choices made while it runs
         log.observations["startup"] = "skipped: the harness was built before the run started"
-        return
+        return log, composed
     if typed.trainer.trainer.kind == "local" and importlib.util.find_spec("torch") is None:
-        return  # the harness names the missing package when it starts
-    choices, observed = startup_choices(typed.recipe, startup_inputs(typed, list(run.specs.values())),
-                                        log.explicit, measure)
+        return log, composed  # the harness names the missing package when it starts
+    choices, observed = startup_choices(typed.recipe, startup_inputs(typed, specs), log.explicit, measure)
     log.observations.update(observed)
     resolved = copy.deepcopy(composed.resolved)
     for choice in choices:
@@ -58,8 +67,9 @@ def configure(run: Any) -> None:
         if choice.applied:
             section, name = choice.key.split(".")
             resolved[section][name] = choice.value
-    if any(choice.applied for choice in choices):
-        run.rundir.config = composed_from(resolved, overrides=composed.overrides, source=composed.source)
+    if not any(choice.applied for choice in choices):
+        return log, composed
+    return log, composed_from(resolved, overrides=composed.overrides, source=composed.source)
 
 
 def startup_inputs(typed: Any, specs: Sequence[TaskSpec]) -> StartupInputs:
@@ -119,16 +129,16 @@ def oracle_turn_tokens(specs: Sequence[TaskSpec], model_dir: Any, eval_split: st
 
 # -- the automatic warm-up ----------------------------------------------------------------------
 
-def warm_up(run: Any, specs: Sequence[TaskSpec]) -> bool:
-    """The warm-up before RL: `warmup.enabled`'s fixed steps, or recipe=auto's when the base
-    success on train rows is ~0 and every task has a scripted oracle. True when one ran."""
+def warm_up(run: WarmUpRun, specs: Sequence[TaskSpec], log: RecipeLog | None) -> bool:
+    """The warm-up before RL: `warmup.enabled`'s fixed steps, or recipe=auto's (its choices go to
+    `log`) when the base success on train rows is ~0 and every task has a scripted oracle. True
+    when one ran."""
     from .warmup import warm_up as fixed_warm_up
 
-    typed = run.config.typed
+    typed = run.config
     if typed.warmup.enabled:
         fixed_warm_up(run, specs)
         return True
-    log = run.recipe
     if log is None:
         return False
     why_not = _cannot_warm_up(typed, specs, log.explicit)
@@ -145,7 +155,7 @@ def warm_up(run: Any, specs: Sequence[TaskSpec]) -> bool:
                        "signal without one", at="warm-up"))
         log.save(run.run_dir)
         return False
-    _chunked_warm_up(run, specs, probes)
+    _chunked_warm_up(run, specs, probes, log)
     return True
 
 
@@ -165,17 +175,18 @@ def _cannot_warm_up(typed: Any, specs: Sequence[TaskSpec], explicit: frozenset[s
     return None
 
 
-def _chunked_warm_up(run: Any, specs: Sequence[TaskSpec], probes: list[dict[str, Any]]) -> None:
+def _chunked_warm_up(run: WarmUpRun, specs: Sequence[TaskSpec], probes: list[dict[str, Any]],
+                     log: RecipeLog) -> None:
     """Supervised steps in chunks, a probe after each, until the threshold or the bound."""
     from .warmup import WarmUp, collect
 
-    typed = run.config.typed
-    recipe, log = typed.recipe, run.recipe
+    typed = run.config
+    recipe = typed.recipe
     demos = collect(run, specs, limit=typed.warmup.max_demonstrations or recipe.warmup_demonstrations)
     steps = 0
     while steps < recipe.warmup_max_steps and probes[-1]["success"] < recipe.warmup_threshold:
         chunk = min(recipe.warmup_chunk_steps, recipe.warmup_max_steps - steps)
-        WarmUp(dataclasses.replace(typed.warmup, steps=chunk), trainer=run.parts().trainer(),
+        WarmUp(dataclasses.replace(typed.warmup, steps=chunk), trainer=run.trainer(),
                trainer_kind=typed.trainer.trainer.kind, train_dir=run.run_dir / "train", write=run.write,
                seed=typed.seed + steps).run(demos, source="oracle")
         steps += chunk
@@ -205,14 +216,13 @@ def probe_rows(specs: Sequence[TaskSpec], eval_split: str, count: int, seed: int
     return chosen[:count]
 
 
-def _probe(run: Any, specs: Sequence[TaskSpec], *, steps: int) -> dict[str, Any]:
+def _probe(run: WarmUpRun, specs: Sequence[TaskSpec], *, steps: int) -> dict[str, Any]:
     """Success on the probe's train rows under the current policy (phase "probe", recorded)."""
-    typed = run.config.typed
+    typed = run.config
     rows = probe_rows(specs, typed.eval.split, typed.recipe.probe_rows, typed.seed)
     cases = [Case(spec=spec, row=row, sample_index=0, phase=PROBE_PHASE, step=steps) for spec, row in rows]
     run.write(f"agentcore-rl recipe: probing success on {len(cases)} train rows after {steps} warm-up steps")
-    rollouts = [run.score_and_record(c, e) for c, e in zip(cases, run.start_batch(cases).wait())]
-    scored = [r for r in rollouts if r.status not in EXCLUDED_STATUSES]
+    scored = [r for r in run.roll_out(cases) if r.status not in EXCLUDED_STATUSES]
     success = sum(bool(r.success) for r in scored) / len(scored) if scored else 0.0
     return {"after_steps": steps, "rows": len(cases), "success": round(success, 4),
             "row_ids": [f"{c.spec.name}/{c.row_id}" for c in cases]}
@@ -222,34 +232,32 @@ def _probe(run: Any, specs: Sequence[TaskSpec], *, steps: int) -> dict[str, Any]
 
 class StepAdapter:
     """Adds the signal a step's line lacks (KL to the initial policy, the recipe's choices) and
-    raises the group size when recipe=auto's exploration calls for it."""
+    raises the group size when recipe=auto's exploration calls for it (its choices go to `log`)."""
 
-    def __init__(self, run: Any, trainer: Any, group_size: int, steps: int) -> None:
-        typed = run.config.typed
-        self.run, self.log, self.steps = run, run.recipe, steps
-        self.kl = InitialKL(typed.recipe.kl_probe_traces, trainer.compute_logprobs)
-        self.exploration = None if self.log is None else Exploration(
-            typed.recipe, group_size=group_size, explicit=is_explicit("algo.group_size", self.log.explicit))
+    def __init__(self, config: RecipeConfig, log: RecipeLog | None, *, run_dir: Path, trainer: Trainer,
+                 group_size: int, steps: int) -> None:
+        self.log, self.run_dir, self.steps = log, run_dir, steps
+        self.kl = InitialKL(config.kl_probe_traces, trainer.compute_logprobs)
+        self.exploration = None if log is None else Exploration(
+            config, group_size=group_size, explicit=is_explicit("algo.group_size", log.explicit))
 
     def __call__(self, line: dict[str, Any], rollouts: Sequence[Rollout]) -> Adaptation:
         traces = [t for r in rollouts if r.status not in EXCLUDED_STATUSES for t in r.traces]
         fields: dict[str, Any] = {"kl_initial": self.kl.measure(traces), "recipe": []}
         last = line["step"] >= self.steps  # no step left to sample differently
         choice = self.exploration.after_step(line) if self.exploration is not None and not last else None
-        if choice is None:
+        if choice is None or self.log is None:
             return Adaptation(fields)
         self.log.add(choice)
-        self.log.save(self.run.run_dir)
+        self.log.save(self.run_dir)
         fields["recipe"] = [choice.to_json()]
         return Adaptation(fields, group_size=choice.value if choice.applied else None)
 
 
-def step_adapter(run: Any, trainer: Any, plan: Any, specs: Sequence[TaskSpec]) -> StepAdapter:
-    return StepAdapter(run, trainer, plan.group_size or max((spec.samples for spec in specs), default=2), plan.steps)
-
-
-def recipe_of(run: Any) -> dict[str, Any] | None:
-    """The run's recipe for its report (saved to recipe.json first)."""
-    if run.recipe is not None and run.rundir.opened and not run.rundir.shared:
-        run.recipe.save(run.run_dir)
-    return run.recipe.to_json() if run.recipe is not None else read_recipe(run.run_dir)
+def recipe_of(log: RecipeLog | None, run_dir: Path, *, save: bool) -> dict[str, Any] | None:
+    """The run's recipe for its report (saved to recipe.json first where `save`)."""
+    if log is None:
+        return read_recipe(run_dir)
+    if save:
+        log.save(run_dir)
+    return log.to_json()

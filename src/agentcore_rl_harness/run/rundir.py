@@ -32,6 +32,11 @@ class Reloaded:
     start_step: int  # training steps done: the next one is start_step + 1
     checkpoint: Path | None  # the trainer loads it (train / run modes)
 
+    def line(self) -> str:
+        after = f" after checkpoint {self.checkpoint.name}" if self.checkpoint is not None else ""
+        return (f"agentcore-rl resume: {len(self.rollouts)} rollouts kept, training continues at step "
+                f"{self.start_step + 1}{after}")
+
 
 @dataclass
 class RunDir:
@@ -87,6 +92,12 @@ class RunDir:
         composed = composed_from(resolved, overrides=overrides, source=str(run_dir / "config.yaml"))
         return cls(path=run_dir, mode=mode, config=composed, shared=True, _store=Outbox(),
                    resumed=read_rollouts(run_dir) if resumed else None)
+
+    def reconfigure(self, config: ComposedConfig) -> None:
+        """The config with choices made before the directory opens (recipe=auto's start-up)."""
+        if self.opened:
+            raise HarnessError(f"the config of {self.path} cannot change: its config.yaml is written")
+        self.config = config
 
     @property
     def opened(self) -> bool:

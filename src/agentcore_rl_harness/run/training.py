@@ -28,9 +28,9 @@ from typing import Any, Protocol
 
 from ..config import HarnessConfig
 from ..recipe.exploration import Adaptation
-from ..records import Rollout, Status  # noqa: F401 (Status re-exported)
+from ..records import Rollout
 from ..tasks import TaskSpec, load_rows
-from ..train_store import STEPS_FILE, append_step, latest_checkpoint, read_steps, rewrite_steps  # noqa: F401 (re-exported)
+from ..train_store import append_step, latest_checkpoint
 from ..trainers.base import StepMetrics, Trainer, TrainGroup
 from ..trainers.grpo import EXCLUDED_STATUSES as EXCLUDED
 from ..trainers.grpo import build_batch, training_reward
@@ -58,6 +58,14 @@ class TrainPlan:
         return cls(steps=loop.steps, batch_rows=loop.batch_rows, group_size=loop.group_size,
                    checkpoint_every=loop.checkpoint_every, seed=config.seed, overlap=loop.overlap_rollouts,
                    mode=loop.mode, max_staleness=loop.max_staleness, stragglers=loop.stragglers)
+
+    def group_of(self, specs: Sequence[TaskSpec]) -> int:
+        """Samples per train row: `algo.group_size`, else the most any task asks for (`samples=`)."""
+        return self.group_size or max((spec.samples for spec in specs), default=1)
+
+    def rollouts_left(self, specs: Sequence[TaskSpec], start_step: int) -> int:
+        """The train rollouts of the steps after `start_step` (the progress display's total)."""
+        return max(0, self.steps - start_step) * self.batch_rows * self.group_of(specs)
 
 
 def build_groups(rollouts: Sequence[Rollout]) -> tuple[list[TrainGroup], dict[str, int]]:

@@ -25,18 +25,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import WarmupConfig
+from ..config import HarnessConfig, WarmupConfig
 from ..errors import ConfigError, HarnessError
 from ..gateway.forcing import forced_tokens
 from ..gateway.rendering import Renderer, normalize_messages
 from ..records import Rollout, Trace
 from ..tasks import TaskSpec, load_rows
+from ..trainers.base import Trainer
 from ..trainers.sft import require_sft, trained_traces
 from .cases import DEMO_PHASE, Case
 from .sanity import plan_agent
 
 WARMUP_FILE = "warmup.json"
 STEPS_FILE = "warmup.jsonl"
+
+
+@dataclass(frozen=True)
+class WarmUpRun:
+    """What the warm-up (and recipe=auto's probes, `recipe.py`) use of their run: nothing else of it."""
+
+    config: HarnessConfig
+    run_dir: Path
+    trainer: Callable[[], Trainer]  # the run's trainer, built on first use
+    renderer: Renderer  # the policy's chat template (`dataset:` demonstrations)
+    roll_out: Callable[[list[Case]], list[Rollout]]  # run the cases; each rollout scored and recorded
+    write: Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -116,7 +129,7 @@ def render_conversation(renderer: Renderer, messages: Sequence[Mapping[str, Any]
     turns' tokens (each up to its end-of-turn token), 0 elsewhere. Logprobs of the trained
     tokens are 0.0 (nobody sampled them; a supervised loss does not read them)."""
     normalised = normalize_messages(messages)
-    render = getattr(renderer, "render_normalized", None) or renderer.render
+    render = renderer.render_normalized
     ids: list[int] = []
     mask: list[int] = []
     prompt_length = None
@@ -205,7 +218,7 @@ def cap(demos: Demonstrations, limit: int | None, seed: int) -> Demonstrations:
 class WarmUp:
     """SFT steps over the demonstrations in a seeded, epoch-cycling order."""
 
-    def __init__(self, config: WarmupConfig, *, trainer: Any, trainer_kind: str, train_dir: Path,
+    def __init__(self, config: WarmupConfig, *, trainer: Trainer, trainer_kind: str, train_dir: Path,
                  write: Callable[[str], None], seed: int) -> None:
         require_sft(trainer_kind)
         self.config, self.trainer, self.train_dir, self.write, self.seed = config, trainer, train_dir, write, seed
@@ -243,10 +256,10 @@ class WarmUp:
         return summary
 
 
-def collect(run: Any, specs: Sequence[TaskSpec], *, limit: int | None = None) -> Demonstrations:
+def collect(run: WarmUpRun, specs: Sequence[TaskSpec], *, limit: int | None = None) -> Demonstrations:
     """The run's demonstrations from `warmup.source`, train rows only; at most `limit` (default
     `warmup.max_demonstrations`)."""
-    config = run.config.typed
+    config = run.config
     limit = config.warmup.max_demonstrations if limit is None else limit
     source = config.warmup.source
     guard = RowGuard(specs, config.eval.split)
@@ -256,22 +269,18 @@ def collect(run: Any, specs: Sequence[TaskSpec], *, limit: int | None = None) ->
         if limit is not None and len(cases) > limit:  # run only the episodes that will be used
             cases = [cases[i] for i in sorted(random.Random(config.seed).sample(range(len(cases)), limit))]
         run.write(f"agentcore-rl warm-up: {len(cases)} teacher-forced oracle episodes on train rows")
-        episodes = run.start_batch(cases).wait()
-        demos, dropped = from_rollouts([run.score_and_record(c, e) for c, e in zip(cases, episodes)])
+        demos, dropped = from_rollouts(run.roll_out(cases))
     elif kind == "run":
         demos, dropped = from_run(Path(where).expanduser().resolve())
     else:
-        renderer = run.parts().renderer
         default = specs[0].name if len(specs) == 1 else None
-        demos, dropped = from_dataset(Path(where).expanduser().resolve(), renderer, default)
+        demos, dropped = from_dataset(Path(where).expanduser().resolve(), run.renderer, default)
     return cap(guard.keep(demos, dropped), limit, config.seed)
 
 
-def warm_up(run: Any, specs: Sequence[TaskSpec]) -> dict[str, Any]:
+def warm_up(run: WarmUpRun, specs: Sequence[TaskSpec]) -> dict[str, Any]:
     """Collect demonstrations and run the supervised steps on the run's trainer."""
-    config = run.config.typed
-    trainer = run.parts().trainer()
-    warm = WarmUp(config.warmup, trainer=trainer, trainer_kind=config.trainer.trainer.kind,
+    config = run.config
+    warm = WarmUp(config.warmup, trainer=run.trainer(), trainer_kind=config.trainer.trainer.kind,
                   train_dir=run.run_dir / "train", write=run.write, seed=config.seed)
-    demos = collect(run, specs)
-    return warm.run(demos, source=config.warmup.source)
+    return warm.run(collect(run, specs), source=config.warmup.source)

@@ -21,7 +21,6 @@ import tarfile
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 from ..errors import SandboxError
 from ._processes import SpawnedChild, killpg, log_rmtree_error, terminate
@@ -159,10 +158,10 @@ class KeptFiles:
 
     live = False
 
-    def __init__(self, runtime: Any, final_state: bytes | None, why_missing: str | None, *,
-                 session_id: str) -> None:
+    def __init__(self, restore: Callable[[bytes], contextlib.AbstractAsyncContextManager[SessionSandbox]],
+                 final_state: bytes | None, why_missing: str | None, *, session_id: str) -> None:
         self.session_id = session_id
-        self._runtime = runtime
+        self._restore = restore  # the runtime's `restore`, in the session's own isolation
         self._state = final_state
         self._why_missing = why_missing
         self._stack: contextlib.AsyncExitStack | None = None
@@ -172,8 +171,7 @@ class KeptFiles:
             raise SandboxError(f"session {self.session_id} kept no final files: "
                                f"{self._why_missing or 'the session ended before it started'}")
         self._stack = contextlib.AsyncExitStack()
-        return await self._stack.enter_async_context(
-            self._runtime.restore(self._state, session_id=self.session_id))
+        return await self._stack.enter_async_context(self._restore(self._state))
 
     async def aclose(self) -> None:
         stack, self._stack = self._stack, None

@@ -158,7 +158,7 @@ class LocalRuntime(AgentRuntime):
         self._load_errors: dict[str, str] = {}
         self._mcp = McpStarter(python=shutil.which(python) or python)  # the tasks' MCP servers
         self._rooted: dict[str, Isolation] = {}  # environment spec path -> its sessions' isolation
-        self._kept_isolation: dict[str, Isolation] = {}  # session id -> isolation, until restored
+        self._kept_isolation: dict[str, Isolation] = {}  # session id -> its environment, until kept()
         self._closed = False
         self._zygotes = ZygotePool(
             python=python, startup_timeout_s=config.startup_timeout_s, kill_grace_s=kill_grace_s,
@@ -188,8 +188,6 @@ class LocalRuntime(AgentRuntime):
             isolation = self._isolation_for(agent)
             session = LocalSession(Path(tempfile.mkdtemp(prefix=f"arl-{os.getpid()}-", dir=self._base())),
                                    session_id=session_id, keep_state=keep_state, isolation=isolation)
-            if keep_state and isolation is not self.isolation:
-                self._kept_isolation[session_id] = isolation
             try:
                 result = await self._run(session, agent, payload, timeout_s)
             except AgentFailed as failure:
@@ -200,6 +198,8 @@ class LocalRuntime(AgentRuntime):
                 then = f" (then: {error.splitlines()[0]})" if error else ""
                 status, result, error = (Status.AGENT_ERROR, None,
                                          f"{RESOURCE_EXCEEDED}: {session.caps.breach}{then}")
+            if session.final_state is not None and isolation is not self.isolation:
+                self._kept_isolation[session_id] = isolation
             return SessionOutcome(
                 status=status, result=result, error=error, elapsed_s=time.monotonic() - started,
                 final_state=session.final_state, final_state_error=session.final_state_error,
@@ -211,7 +211,11 @@ class LocalRuntime(AgentRuntime):
         (in its task's environment, if it had one):
         `async with runtime.restore(outcome.final_state) as sandbox: await sandbox.exec(...)`.
         `workdir` (the session's old directory) is reused when free, so absolute paths hold."""
-        isolation = self._kept_isolation.pop(session_id, self.isolation)
+        return self._restore(final_state, self._kept_isolation.pop(session_id, self.isolation),
+                             session_id=session_id, workdir=workdir)
+
+    def _restore(self, final_state: bytes, isolation: Isolation, *, session_id: str,
+                 workdir: str | None = None) -> contextlib.AbstractAsyncContextManager[SessionSandbox]:
         return _final_state.restore(
             final_state, isolation=isolation, workdir=workdir, session_id=session_id,
             base=(self._base() or Path(tempfile.gettempdir())).resolve(),
@@ -231,9 +235,12 @@ class LocalRuntime(AgentRuntime):
         return self._rooted[path]
 
     def kept(self, outcome: SessionOutcome, *, session_id: str) -> _final_state.KeptFiles:
-        """What `run_session(keep_state=True)` kept of a session, for its task to inspect."""
-        return _final_state.KeptFiles(self, outcome.final_state, outcome.final_state_error,
-                                      session_id=session_id)
+        """What `run_session(keep_state=True)` kept of a session, for its task to inspect; it
+        takes the session's isolation along, so nothing of it stays here."""
+        isolation = self._kept_isolation.pop(session_id, self.isolation)
+        return _final_state.KeptFiles(
+            lambda state: self._restore(state, isolation, session_id=session_id), outcome.final_state,
+            outcome.final_state_error, session_id=session_id)
 
     def _base(self) -> Path | None:
         if self.base_dir is not None:
@@ -243,6 +250,7 @@ class LocalRuntime(AgentRuntime):
     async def aclose(self) -> None:
         """Kill every live session process and zygote; later `run_session` calls raise."""
         self._closed = True
+        self._kept_isolation.clear()  # files never restored: their sessions' isolation goes too
         await asyncio.gather(*(self._terminate(child) for child in list(self._live)))
         for session in list(self._sessions.values()):  # their cleanup may never run (a dead loop)
             if session.caps is not None:

@@ -86,6 +86,14 @@ class StepMetrics:
         return dataclasses.asdict(self)
 
 
+class TrainerNode:
+    """Base of every `trainer=<kind>` config node (`registry.py`); its optional checks default here."""
+
+    def check_algo(self, algo: Any) -> None:
+        """Reject, when the config is composed, `algo` settings this trainer cannot honour
+        (`config.build_trainer_section`). Default: it honours them all."""
+
+
 @runtime_checkable
 class Trainer(Protocol):
     """Takes groups of traces with rewards, updates the policy, hands the sampler new weights.

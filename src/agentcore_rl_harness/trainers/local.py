@@ -32,7 +32,7 @@ from ..heap import start_heap_trimmer
 from ..records import Trace
 from . import _prefix, _serving, checkpoint, sft
 from ._blocking import UpdateStopped, in_daemon_thread
-from .base import StepMetrics, TrainGroup, Trainer
+from .base import StepMetrics, TrainGroup, Trainer, TrainerNode
 from .grpo import BatchItem, GRPOConfig, build_batch, policy_loss, staleness, step_metrics
 
 FINETUNE_MODES = ("lora", "full")
@@ -40,7 +40,7 @@ DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up
 
 
 @dataclass(frozen=True)
-class LocalTrainerConfig:
+class LocalTrainerConfig(TrainerNode):
     """The `trainer` config group for `trainer=local`."""
 
     kind: str = "local"

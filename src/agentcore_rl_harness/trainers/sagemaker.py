@@ -45,7 +45,7 @@ from typing import Any
 
 from ..errors import ConfigError, HarnessError
 from ..samplers.sagemaker import SageMakerSampler, import_training_session, service_errors
-from .base import StepMetrics, TrainGroup, Trainer
+from .base import StepMetrics, TrainGroup, Trainer, TrainerNode
 from . import checkpoint
 from .checkpoint import STATE_FILE, CheckpointError
 from .datum import TokenDatum, token_data
@@ -60,7 +60,7 @@ REQUIRED_KEYS = ("region", "role_arn", "model_package_group", "s3_output_path")
 
 
 @dataclass(frozen=True)
-class SageMakerTrainerConfig:
+class SageMakerTrainerConfig(TrainerNode):
     """The `trainer` config group for `trainer=sagemaker`."""
 
     kind: str = "sagemaker"

@@ -132,7 +132,5 @@ def build_trainer_section(trainer: dict[str, Any], algo: dict[str, Any]) -> Trai
                  "trainer", extra_valid=LOOP_KEYS, note=f" (trainer={trainer_kind})")
     algo_cfg = build(algos[algo_kind], {k: v for k, v in algo.items() if k not in GROUP_KEYS},
                      "algo", extra_valid=GROUP_KEYS, note=f" (algo={algo_kind})")
-    check_algo = getattr(impl, "check_algo", None)  # service trainers reject knobs they cannot honour
-    if check_algo is not None:
-        check_algo(algo_cfg)
+    impl.check_algo(algo_cfg)  # service trainers reject knobs they cannot honour
     return TrainerSection(loop=loop, trainer=impl, algo=algo_cfg, dropped=tuple(dropped))

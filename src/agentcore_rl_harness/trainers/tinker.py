@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, HarnessError
-from .base import StepMetrics, TrainGroup, Trainer
+from .base import StepMetrics, TrainGroup, Trainer, TrainerNode
 from . import checkpoint
 from .checkpoint import CheckpointError
 from .datum import TokenDatum, token_data
 from .grpo import GRPOConfig, build_batch, staleness, step_metrics
-from .ratios import LogprobStats, logprob_stats  # noqa: F401 (LogprobStats re-exported)
+from .ratios import logprob_stats
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class TinkerServiceError(HarnessError):
 
 
 @dataclass(frozen=True)
-class TinkerTrainerConfig:
+class TinkerTrainerConfig(TrainerNode):
     """The `trainer` config group for `trainer=tinker`.
 
     The API key is read from the environment variable named by `api_key_env`, never from the
