@@ -21,11 +21,12 @@ from agentcore_rl_harness.config import compose_config
 from agentcore_rl_harness.errors import ConfigError
 from agentcore_rl_harness.run.core import Run
 from agentcore_rl_harness.run.options import RunOptions
-from agentcore_rl_harness.runtimes._acr_environments import DEPLOY_DOCS, environment_notes
+from agentcore_rl_harness.runtimes._acr_environments import DEPLOY_DOCS, environment_notes, limits_notes
 from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
 from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 from agentcore_rl_harness.runtimes.base import AgentRef
 from agentcore_rl_harness.runtimes.fake import FakeRuntime
+from agentcore_rl_harness.runtimes.isolation import SandboxLimits
 from agentcore_rl_harness.tasks import task_spec
 
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/java-Ab12Cd34Ef"
@@ -160,3 +161,20 @@ def test_an_acr_run_says_once_at_start_that_the_tasks_environment_is_the_arns_im
         f"ARN; {DEPLOY_DOCS})"]
     said = terminal.lines.index(notes[0])
     assert said < next(i for i, line in enumerate(terminal.lines) if "rollouts" in line)  # at the start
+
+
+def test_runtime_limits_acr_cannot_apply_are_noted_at_the_start_not_only_logged(monkeypatch):
+    for name, value in AWS_TEST_ENV.items():
+        monkeypatch.setenv(name, value)
+    limits = SandboxLimits(session_memory_mb=512, session_pids=64)
+    runtime = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": ARN}, endpoint_url="http://127.0.0.1:9",
+                                                      limits=limits))
+    try:
+        notes = runtime.notes(agents=[AgentRef(task="java", agent=None, environment="/e/java.yaml")])
+    finally:
+        asyncio.run(runtime.aclose())
+    assert len(notes) == 2 and "task java names the environment" in notes[1]
+    assert notes[0] == ("runtime=agentcore: AgentCore Runtime runs each session in its own microVM under its own "
+                        "limits; the harness cannot apply runtime.limits session_memory_mb=512, session_pids=64 "
+                        "(they apply to runtime=local only; docs/session-limits.md)")
+    assert limits_notes(SandboxLimits()) == []

@@ -1,13 +1,17 @@
-"""`runtime=agentcore` and per-task environments (docs/environments.md): AgentCore Runtime runs
-every session of a runtime ARN in that runtime's container image, so the environment a task
-names (`@arl.task(environment=...)`) cannot be applied by the harness there. The run says so once
-per task at its start (`AgentCoreRuntime.notes`), with how to deploy the environment as the image."""
+"""What `runtime=agentcore` cannot apply, said once at the run's start (`AgentCoreRuntime.notes`).
+
+Per-task environments (docs/environments.md): AgentCore Runtime runs every session of a runtime
+ARN in that runtime's container image, so the environment a task names
+(`@arl.task(environment=...)`) cannot be applied by the harness there: one note per task, with how
+to deploy the environment as the image. Session caps: `runtime.limits` set away from their
+defaults (ACR's microVM has its own limits): one note naming them."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
 
+from ._session_caps import unapplied_limits
 from .base import AgentRef
 
 logger = logging.getLogger(__name__)
@@ -35,3 +39,13 @@ def environment_notes(agents: Sequence[AgentRef], *, arn_of: Callable[[str], str
         )
         logger.warning("%s", notes[-1])
     return notes
+
+
+def limits_notes(limits: object) -> list[str]:
+    """One note when `runtime.limits` (a `SandboxLimits`) sets keys ACR cannot apply, else none."""
+    unapplied = unapplied_limits(limits)
+    if not unapplied:
+        return []
+    return [f"runtime=agentcore: AgentCore Runtime runs each session in its own microVM under its own limits; "
+            f"the harness cannot apply runtime.limits {', '.join(unapplied)} (they apply to runtime=local only; "
+            f"docs/session-limits.md)"]

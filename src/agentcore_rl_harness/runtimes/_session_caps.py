@@ -73,13 +73,18 @@ def check_session_limits(limits: Any) -> None:
             raise ConfigError(f"runtime.limits.{name} must be >= {least} or null (no cap), got {value!r}")
 
 
+def unapplied_limits(limits: Any) -> list[str]:
+    """The `runtime.limits` keys set away from their defaults, as `key=value` (what ACR cannot take)."""
+    return [f"{f.name}={getattr(limits, f.name)!r}" for f in dataclasses.fields(limits)
+            if getattr(limits, f.name) != f.default]
+
+
 def check_agentcore_limits(limits: Any) -> list[str]:
     """`runtime=agentcore`: validate `runtime.limits` as for local, and say (a warning) which keys
     set away from their defaults the harness cannot apply (ACR's microVM has its own limits).
     Returns those keys as `key=value`."""
     limits.check()
-    unapplied = [f"{f.name}={getattr(limits, f.name)!r}" for f in dataclasses.fields(limits)
-                 if getattr(limits, f.name) != f.default]
+    unapplied = unapplied_limits(limits)
     if unapplied:
         logger.warning("runtime=agentcore: AgentCore Runtime runs each session in its own microVM "
                        "under its own limits; the harness cannot apply runtime.limits %s (they "

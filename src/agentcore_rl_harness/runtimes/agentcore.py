@@ -237,10 +237,10 @@ class AgentCoreRuntime(AgentRuntime):
             self._sandbox_executor.shutdown(wait=False, cancel_futures=True)
 
     def notes(self, *, agents: Sequence[AgentRef]) -> list[str]:
-        """Each task naming an environment: ACR runs its ARN's image instead (`_acr_environments`)."""
-        from ._acr_environments import environment_notes
-
-        return environment_notes(agents, arn_of=lambda task: self.arns.get(task, self.arns.get(DEFAULT_ARN_KEY)))
+        """runtime.limits keys and each task's environment: ACR applies its own (`_acr_environments`)."""
+        from ._acr_environments import environment_notes, limits_notes
+        return limits_notes(self.config.limits) + environment_notes(
+            agents, arn_of=lambda task: self.arns.get(task, self.arns.get(DEFAULT_ARN_KEY)))
 
     @property
     def live_sessions(self) -> int:
