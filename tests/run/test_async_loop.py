@@ -119,6 +119,28 @@ def test_wait_policy_waits_for_the_straggler_so_nothing_is_more_than_k_behind(tm
     assert sum(line["async"]["straggler_wait_s"] for line in lines) > 0.2  # the trainer waited for it
 
 
+def test_wait_policy_trains_a_complete_group_it_would_leave_too_far_behind_instead_of_hanging(tmp_path):
+    # K=2, one row per step: groups 1 and 3 take 1 s, the rest 10 ms. Steps 1-2 train groups 2 and 4
+    # meanwhile; step 3 waits for group 1 (live, 2 behind). When 1 and 3 are both done and nothing is
+    # in flight, group 3 (version 0) left out of step 3 would be 3 behind: it joins step 3. The loop
+    # used to wait for it as for a straggler, with nothing to wait on: it spun at 100% CPU forever.
+    done = []
+    worker = threading.Thread(daemon=True, target=lambda: done.append(_run(
+        tmp_path, duration=lambda c: 1.0 if c.step in (1, 3) else 0.01, max_staleness=2, stragglers="wait",
+        steps=4, batch_rows=1, concurrency=16)))
+    worker.start()
+    worker.join(timeout=60)
+    assert done, "the async loop did not finish: it hung with complete groups and nothing in flight"
+    lines = done[0][0]
+    trained = [g for line in lines for g in line["groups_trained"]]
+    assert len(trained) == len(set(trained))  # none twice
+    assert [len(line["groups_trained"]) for line in lines] == [1, 1, 2, 1]  # groups 1 and 3 in step 3
+    assert {g.rsplit("/", 1)[1] for g in lines[2]["groups_trained"]} == {"1", "3"}
+    assert sum(line["async"]["dropped_stale"] for line in lines) == 0
+    for line in lines:
+        assert all(int(lag) <= 2 for lag in line["async"]["staleness"])
+
+
 def test_starts_are_paced_so_sampling_runs_at_most_k_steps_ahead(tmp_path):
     # fast rollouts and a slow update: without pacing the sampler would run far ahead
     lines, trainer, rollouts, _ = _run(tmp_path, duration=lambda c: 0.01, max_staleness=1, steps=4,

@@ -172,14 +172,19 @@ class AsyncTrainingLoop:
     # -- steps -----------------------------------------------------------------------------
 
     def _next_batch(self) -> list[_Group] | None:
-        """The `batch_rows` ready groups launched first, unless the straggler policy says wait."""
+        """The `batch_rows` ready groups launched first, unless the straggler policy says wait.
+        Under `wait` only a live group holds an update back (it will finish); a ready group the
+        update would leave more than K behind joins it instead (waiting cannot make it fresher)."""
         if len(self.ready) < self.plan.batch_rows:
             return None
-        batch = sorted(self.ready, key=lambda group: group.launch)[: self.plan.batch_rows]
+        ready = sorted(self.ready, key=lambda group: group.launch)
+        batch = ready[: self.plan.batch_rows]
         if self.plan.stragglers == "wait":
-            left_out = [g.version for g in (*self.live.values(), *self.ready) if g not in batch]
-            if blocking_straggler(left_out, version=self.trainer.policy_version,
-                                  max_staleness=self.plan.max_staleness) is not None:
+            version, bound = self.trainer.policy_version, self.plan.max_staleness
+            batch += [g for g in ready[self.plan.batch_rows:]
+                      if blocking_straggler([g.version], version=version, max_staleness=bound) is not None]
+            if blocking_straggler([g.version for g in self.live.values()], version=version,
+                                  max_staleness=bound) is not None:
                 return None
         return batch
 
@@ -269,6 +274,10 @@ class AsyncTrainingLoop:
         elif not self.ready:
             raise RuntimeError("async training has nothing in flight and nothing ready: no group could start "
                                f"(runtime.concurrency={self.concurrency} is below a group's samples?)")
+        elif update is None:  # nothing can change any more: say so instead of spinning
+            raise RuntimeError(f"async training is stuck at step {self.step + 1}: nothing in flight, "
+                               f"{len(self.ready)} groups ready and no update could start "
+                               f"(batch_rows={self.plan.batch_rows}, max_staleness={self.plan.max_staleness})")
         if update is None and len(self.ready) >= self.plan.batch_rows:
             self.counters.straggler_wait_s += time.monotonic() - started
         self.tick()

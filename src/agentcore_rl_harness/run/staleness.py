@@ -9,7 +9,8 @@ Vocabulary:
 - pacing: a group starts only while at most (K + 1) x `batch_rows` groups are started and not yet
   trained, so sampling runs at most K steps ahead of the trainer.
 - stragglers: `wait` - no update starts that would leave a live group more than K behind (the
-  trainer waits for it); `drop` - updates never wait, a sample found more than K behind is
+  trainer waits for it), and a ready group it would leave so far behind is trained in it (a
+  step may then train more than `batch_rows` groups); `drop` - updates never wait, a sample found more than K behind is
   dropped from its group and counted (`dropped_stale`), never trained and never hidden.
 """
 
