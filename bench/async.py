@@ -69,6 +69,7 @@ MODES = {
     "async1": ["trainer.mode=async", "algo.max_staleness=1"],
     "async2": ["trainer.mode=async", "algo.max_staleness=2"],
     "async4": ["trainer.mode=async", "algo.max_staleness=4"],
+    "async2drop": ["trainer.mode=async", "algo.max_staleness=2", "algo.stragglers=drop"],
 }
 
 
