@@ -277,7 +277,9 @@ class AsyncTrainingLoop:
         elif update is None:  # nothing can change any more: say so instead of spinning
             raise RuntimeError(f"async training is stuck at step {self.step + 1}: nothing in flight, "
                                f"{len(self.ready)} groups ready and no update could start "
-                               f"(batch_rows={self.plan.batch_rows}, max_staleness={self.plan.max_staleness})")
+                               f"(batch_rows={self.plan.batch_rows}, max_staleness={self.plan.max_staleness}); "
+                               "this is a harness bug: report it with the run directory, and resume "
+                               "(--agentcore-rl-resume) with algo.stragglers=drop, which never waits")
         if update is None and len(self.ready) >= self.plan.batch_rows:
             self.counters.straggler_wait_s += time.monotonic() - started
         self.tick()
