@@ -1,10 +1,12 @@
 """Reproduce an RL lift from scratch: one `pytest --agentcore-rl run` in a fresh run directory
-(default: the bundled `tasks/` with the shipped configs; `--office` the office pack's level 1m
-with `tasks/office/configs/lift.yaml`), then print the command, pre / warm-up / post success,
+(default: the bundled `tasks/` with the shipped configs; `--task office` the office pack's level 1m,
+`--task migration` the migration pack's level 1, each with its pack's own config and so the adaptive
+default `recipe=auto`; `--config FILE` runs a recipe file instead, e.g. the office pack's hand-tuned
+`tasks/office/configs/lift.yaml`), then print the command, pre / warm-up / post success,
 each paired delta with its p-value, tool calls per successful episode, wall time, peak RSS and
 the load average seen while it ran.
 
-    HF_HUB_OFFLINE=1 python bench/rl_lift.py [--office] [--out DIR] [--seeds N] [extra --agentcore-rl-set overrides]
+    HF_HUB_OFFLINE=1 python bench/rl_lift.py [--task office|migration] [--config FILE] [--out DIR] [--seeds N] [extra --agentcore-rl-set overrides]
 
 `--seeds N` runs the same command N times with `seed=0..N-1` (one run directory each, DIR/seed-K),
 then prints one row per seed (pre -> after the warm-up -> post, RL's own delta and its p, wall
@@ -28,7 +30,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OFFICE = ["tasks/office", "-k", "level1m", "--agentcore-rl-config", "tasks/office/configs/lift.yaml"]
+# task -> (pytest arguments, the pack's own config: its model and budgets, no recipe file)
+TASKS = {
+    "arithmetic": (["tasks"], None),
+    "office": (["tasks/office", "-k", "level1m"], "tasks/office/configs"),
+    "migration": (["tasks/migration", "-k", "level1"], "tasks/migration/configs"),
+}
 
 
 def sample_load(stop: threading.Event, seen: list[float], every_s: float = 15.0) -> None:
@@ -61,13 +68,20 @@ def print_delta(label: str, delta: dict, before: str, after: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="run directory (default: a temp dir)")
-    parser.add_argument("--office", action="store_true", help="the office pack's level 1m (lift.yaml)")
+    parser.add_argument("--task", choices=sorted(TASKS), default="arithmetic",
+                        help="which task: the bundled arithmetic task (default), the office pack's level 1m, "
+                             "the migration pack's level 1")
+    parser.add_argument("--office", action="store_true", help="the same as --task office")
+    parser.add_argument("--config", default=None,
+                        help="a config file or directory instead of the task's own, e.g. tasks/office/configs/lift.yaml")
     parser.add_argument("--seeds", type=int, default=None, help="run N times with seed=0..N-1 and report the spread")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. trainer.steps=8")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="rl-lift-")) / "run"
+    selection, config = TASKS["office" if args.office else args.task]
+    target = [*selection, *(["--agentcore-rl-config", args.config or config] if args.config or config else [])]
     if args.seeds is None:
-        return 0 if run_once(args.office, args.overrides, out) is not None else 1
+        return 0 if run_once(target, args.overrides, out) is not None else 1
     if args.seeds < 1:
         parser.error(f"--seeds {args.seeds}: give at least 1")
     if any(o.startswith(("seed=", "++seed=")) for o in args.overrides):
@@ -75,7 +89,7 @@ def main() -> int:
     runs = []
     for seed in range(args.seeds):
         print(f"\n=== seed {seed} of {args.seeds} ===", flush=True)
-        runs.append(run_once(args.office, [*args.overrides, f"seed={seed}"], out / f"seed-{seed}"))
+        runs.append(run_once(target, [*args.overrides, f"seed={seed}"], out / f"seed-{seed}"))
     print_spread(runs)
     return 0 if all(r is not None for r in runs) else 1
 
@@ -102,10 +116,10 @@ def print_spread(runs: list[dict | None]) -> None:
                   f"max {max(values):.3f} over {len(values)} seed(s)")
 
 
-def run_once(office: bool, overrides: list[str], out: Path) -> dict | None:
+def run_once(target: list[str], overrides: list[str], out: Path) -> dict | None:
     """One run, its lines printed; its summary (None when it failed)."""
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--agentcore-rl",
-               "run", *(OFFICE if office else ["tasks"]), "--agentcore-rl-out", str(out)]
+               "run", *target, "--agentcore-rl-out", str(out)]
     for override in overrides:
         command += ["--agentcore-rl-set", override]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}

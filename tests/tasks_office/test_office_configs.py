@@ -30,7 +30,14 @@ def test_the_gpu_recipe_takes_overrides_and_refuses_typos():
         compose_config(["trainer.lora_rnak=8"], source=RECIPE)
 
 
-def test_the_cpu_config_leaves_room_for_office_tool_calls():
+def test_the_cpu_config_leaves_the_recipe_its_choices():
+    """The pack's config sets what its agent and evaluation need and leaves dtypes, max_tokens,
+    LoRA and the warm-up to recipe=auto (no recipe file: lift.yaml is the old hand-tuned one)."""
     typed = compose_config([], source=PACK / "configs").typed
-    assert typed.model.name == "smollm2-135m-instruct" and typed.sampling.max_tokens >= 160
-    assert typed.eval.samples == 2 and typed.eval.split == "test"
+    default = compose_config([]).typed
+    assert typed.model.name == "smollm2-135m-instruct"
+    assert typed.recipe == default.recipe and typed.recipe.kind == "auto"
+    assert typed.sampling == default.sampling and typed.warmup == default.warmup
+    assert typed.trainer == default.trainer
+    assert (typed.eval.samples, typed.eval.temperature, typed.eval.split) == (1, 0, "test")
+    assert typed.runtime.concurrency == 16 and typed.sampler.max_batch_size == 16
