@@ -15,7 +15,6 @@ import pytest
 from bedrock_agentcore import BedrockAgentCoreApp
 
 import agentcore_rl_harness as arl
-from acr_stub import AWS_TEST_ENV, serve, serve_data_plane
 from run_driver import drive_items
 from agentcore_rl_harness.config import compose_config
 from agentcore_rl_harness.errors import ConfigError
@@ -77,9 +76,7 @@ def test_the_docs_section_the_note_points_to_exists():
     assert "'Deploying the same environment to ACR'" in DEPLOY_DOCS
 
 
-def test_the_agentcore_runtime_notes_its_tasks_environments_and_others_note_nothing(monkeypatch):
-    for name, value in AWS_TEST_ENV.items():
-        monkeypatch.setenv(name, value)
+def test_the_agentcore_runtime_notes_its_tasks_environments_and_others_note_nothing(aws_credentials):
     runtime = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"java": ARN, "*": OTHER_ARN},
                                                       endpoint_url="http://127.0.0.1:9"))
     try:
@@ -115,15 +112,8 @@ def _agent_app() -> BedrockAgentCoreApp:
 
 
 @pytest.fixture
-def plane(monkeypatch):
-    for name, value in AWS_TEST_ENV.items():
-        monkeypatch.setenv(name, value)
-    agent = serve(_agent_app())
-    with serve_data_plane({ARN: agent.url}) as stub:
-        try:
-            yield stub
-        finally:
-            agent.stop()
+def plane(acr_plane):
+    return acr_plane(_agent_app(), ARN)
 
 
 @pytest.mark.slow
@@ -163,9 +153,7 @@ def test_an_acr_run_says_once_at_start_that_the_tasks_environment_is_the_arns_im
     assert said < next(i for i, line in enumerate(terminal.lines) if "rollouts" in line)  # at the start
 
 
-def test_runtime_limits_acr_cannot_apply_are_noted_at_the_start_not_only_logged(monkeypatch):
-    for name, value in AWS_TEST_ENV.items():
-        monkeypatch.setenv(name, value)
+def test_runtime_limits_acr_cannot_apply_are_noted_at_the_start_not_only_logged(aws_credentials):
     limits = SandboxLimits(session_memory_mb=512, session_pids=64)
     runtime = AgentCoreRuntime(AgentCoreRuntimeConfig(arns={"*": ARN}, endpoint_url="http://127.0.0.1:9",
                                                       limits=limits))

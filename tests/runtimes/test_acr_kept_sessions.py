@@ -15,7 +15,7 @@ import pytest
 from bedrock_agentcore import BedrockAgentCoreApp
 
 import agentcore_rl_harness as arl
-from acr_stub import AWS_TEST_ENV, serve, serve_data_plane
+from acr_stub import serve
 from run_driver import drive_items
 from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 from agentcore_rl_harness.errors import SandboxError
@@ -53,17 +53,12 @@ def _agent_app() -> BedrockAgentCoreApp:
 
 
 @pytest.fixture
-def plane(monkeypatch):
-    for name, value in AWS_TEST_ENV.items():
-        monkeypatch.setenv(name, value)
-    agent = serve(_agent_app())
-    with serve_data_plane({ARN: agent.url}) as stub:
-        STUB["plane"] = stub
-        try:
-            yield stub
-        finally:
-            STUB.clear()
-            agent.stop()
+def plane(acr_plane):
+    STUB["plane"] = acr_plane(_agent_app(), ARN)
+    try:
+        yield STUB["plane"]
+    finally:
+        STUB.clear()
 
 
 @arl.reward

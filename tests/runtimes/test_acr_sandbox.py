@@ -13,7 +13,6 @@ import pytest_asyncio
 from botocore.eventstream import EventStreamBuffer
 
 from acr_stub import (
-    AWS_TEST_ENV,
     INTERNAL,
     Fault,
     alive,
@@ -29,7 +28,7 @@ from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
 from agentcore_rl_harness.runtimes.base import AgentRef
 from agentcore_rl_harness.runtimes.sandbox import ExecResult
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("aws_credentials")]
 
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/sandbox-Ab12Cd34Ef"
 UNKNOWN_ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/missing-Ab12Cd34Ef"
@@ -37,12 +36,6 @@ UNKNOWN_ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/missing-
 
 def new_session_id() -> str:
     return "arl-" + secrets.token_hex(20)
-
-
-@pytest.fixture(autouse=True)
-def fake_credentials(monkeypatch):
-    for name, value in AWS_TEST_ENV.items():
-        monkeypatch.setenv(name, value)
 
 
 @pytest.fixture
