@@ -46,20 +46,3 @@ async def ask_gateway(session):
         response.raise_for_status()
         return {"reply": response.json()["choices"][0]["message"]["content"]}
 
-
-class Lines:
-    """A `progress.Terminal` that keeps the lines written to it."""
-
-    isatty = False
-
-    def __init__(self):
-        self.lines: list[str] = []
-
-    def write_line(self, text):
-        self.lines.append(text)
-
-    def draw_status(self, text):
-        pass
-
-    def clear_status(self, **kwargs):
-        pass

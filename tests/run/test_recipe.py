@@ -10,7 +10,8 @@ import pytest
 
 import agentcore_rl_harness as arl
 from run_driver import drive_items
-from run_fakes import FAST, Lines, RecordingTrainer, said_four, write_rows
+from run_fakes import FAST, RecordingTrainer, said_four, write_rows
+from terminal_lines import Lines
 
 from agentcore_rl_harness.errors import HarnessError
 from agentcore_rl_harness.run.core import Run

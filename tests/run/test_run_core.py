@@ -5,7 +5,8 @@ import json
 
 import pytest
 from run_driver import drive_items
-from run_fakes import FAST, Lines, RecordingTrainer, make_spec, said_four
+from run_fakes import FAST, RecordingTrainer, make_spec, said_four
+from terminal_lines import Lines
 
 from agentcore_rl_harness.errors import HarnessError
 from agentcore_rl_harness.run.core import Run

@@ -3,7 +3,8 @@
 import concurrent.futures
 
 import pytest
-from run_fakes import Lines, make_spec
+from run_fakes import make_spec
+from terminal_lines import Lines
 
 from agentcore_rl_harness.errors import HarnessError
 from agentcore_rl_harness.progress import Progress

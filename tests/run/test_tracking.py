@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import socket
 
-from run_fakes import FAST, Lines, RecordingTrainer, make_spec, said_four
+from run_fakes import FAST, RecordingTrainer, make_spec, said_four
+from terminal_lines import Lines
 from test_run_core import TRAIN, _drive
 
 from agentcore_rl_harness.reports.model import Report

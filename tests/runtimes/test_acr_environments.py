@@ -16,6 +16,7 @@ from bedrock_agentcore import BedrockAgentCoreApp
 
 import agentcore_rl_harness as arl
 from run_driver import drive_items
+from terminal_lines import Lines
 from agentcore_rl_harness.config import compose_config
 from agentcore_rl_harness.errors import ConfigError
 from agentcore_rl_harness.run.core import Run
@@ -32,25 +33,6 @@ ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/java-Ab12Cd34Ef"
 OTHER_ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/other-Ab12Cd34Ef"
 FAST = ["report.progress=lines", "runtime.concurrency=4", "eval.timeout_s=30"]
 DOCS = Path(__file__).parents[2] / "docs" / "environments.md"
-
-
-class Lines:
-    """A `progress.Terminal` that keeps the lines written to it."""
-
-    isatty = False
-    width = 200
-
-    def __init__(self):
-        self.lines: list[str] = []
-
-    def write_line(self, text):
-        self.lines.append(text)
-
-    def draw_status(self, text):
-        pass
-
-    def clear_status(self, *, pytest_next=False, nodeid=None):
-        pass
 
 
 def test_one_note_per_task_that_names_an_environment(caplog):
