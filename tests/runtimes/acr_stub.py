@@ -12,6 +12,8 @@
   HOME, TMPDIR and cwd, as the session's microVM would have) and streams the output back as a
   binary AWS event stream (`encode_event`), with the body's timeout enforced.
 - `moto_s3()`: moto's ThreadedMotoServer, a real S3 endpoint.
+- `quick_runtime()`, `new_session_id()`: an `AgentCoreRuntime` with test-speed delays, and a
+  session id for it (the `aws`, `aws_credentials` and `acr_plane` fixtures are in conftest.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import importlib.util
 import itertools
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -390,6 +393,24 @@ def fake_model_app(seen: list[dict[str, Any]]) -> Starlette:
         )
 
     return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+
+
+def new_session_id() -> str:
+    """A fresh runtime session id, long enough for ACR (33 characters at least)."""
+    return "arl-" + secrets.token_hex(20)
+
+
+def quick_runtime(endpoint_url: str, **options: Any) -> Any:
+    """An `AgentCoreRuntime` against `endpoint_url` that backs off and polls in milliseconds;
+    `options` are `AgentCoreRuntimeConfig` fields (`arns` among them) or its collaborators
+    (`client_factory`, `limiter`, `priorities`)."""
+    from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
+    from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
+
+    collaborators = {k: options.pop(k) for k in ("client_factory", "limiter", "priorities") if k in options}
+    config = AgentCoreRuntimeConfig(**{"retry_backoff_s": 0.01, "poll_initial_s": 0.02, "poll_max_s": 0.1, **options},
+                                    endpoint_url=endpoint_url)
+    return AgentCoreRuntime(config, **collaborators)
 
 
 AWS_TEST_ENV = {

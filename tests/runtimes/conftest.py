@@ -6,7 +6,16 @@ import contextlib
 
 import pytest
 
-from acr_stub import AWS_TEST_ENV, serve, serve_data_plane
+from acr_stub import AWS_TEST_ENV, aws_environment, serve, serve_data_plane
+
+
+@pytest.fixture(scope="module")
+def aws(request):
+    """Fake credentials, and a real S3 endpoint (moto) that the in-process agents also write to,
+    with the test module's `BUCKET` created; yields its URL. moto keeps one S3 per process, so
+    each module names its own bucket."""
+    with aws_environment(request.module.BUCKET) as s3_url:
+        yield s3_url
 
 
 @pytest.fixture

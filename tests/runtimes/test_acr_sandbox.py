@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 
 import pytest
 import pytest_asyncio
@@ -18,6 +17,7 @@ from acr_stub import (
     alive,
     encode_event,
     load_agent_app,
+    new_session_id,
     serve,
     serve_data_plane,
 )
@@ -32,10 +32,6 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("aws_credentials")]
 
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/sandbox-Ab12Cd34Ef"
 UNKNOWN_ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/missing-Ab12Cd34Ef"
-
-
-def new_session_id() -> str:
-    return "arl-" + secrets.token_hex(20)
 
 
 @pytest.fixture

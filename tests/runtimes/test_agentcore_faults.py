@@ -3,43 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import secrets
 import socket
 
 import pytest
 
 from acr_stub import (
-    aws_environment,
     INTERNAL,
     THROTTLED,
     UNAVAILABLE,
     Fault,
     load_agent_app,
+    new_session_id,
+    quick_runtime,
     serve,
     serve_data_plane,
 )
-from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 from agentcore_rl_harness.records import Status
-from agentcore_rl_harness.runtimes.agentcore import AgentCoreRuntime
 from agentcore_rl_harness.runtimes.base import AgentRef
 
 pytestmark = pytest.mark.asyncio
 
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/faults-Ab12Cd34Ef"
 SILENT_ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/silent-Ab12Cd34Ef"
-BUCKET = "arl-fault-results"
+BUCKET = "arl-fault-results"  # the `aws` fixture (conftest.py) creates it
 AGENT = AgentRef(task="test_faults", agent=None)
-
-
-def new_session_id() -> str:
-    return "arl-" + secrets.token_hex(20)
-
-
-@pytest.fixture(scope="module")
-def aws():
-    with aws_environment(BUCKET) as s3_url:
-        yield s3_url
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +52,7 @@ def calls(agents):
     return agents[0].calls
 
 
-def runtime(endpoint_url: str, **options) -> AgentCoreRuntime:
-    options.setdefault("arns", {"*": ARN})
-    collaborators = {k: options.pop(k) for k in ("client_factory", "limiter", "priorities") if k in options}
-    config = AgentCoreRuntimeConfig(**{"retry_backoff_s": 0.01, "poll_initial_s": 0.02, "poll_max_s": 0.1, **options},
-                                    endpoint_url=endpoint_url)
-    return AgentCoreRuntime(config, **collaborators)
+runtime = functools.partial(quick_runtime, arns={"*": ARN})
 
 
 async def run(rt, payload, *, timeout_s=20.0, session_id=None):

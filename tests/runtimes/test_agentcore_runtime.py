@@ -7,10 +7,10 @@ runtime makes against botocore's own service model with `Stubber`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import json
 import logging
-import secrets
 import sys
 import time
 
@@ -21,10 +21,11 @@ from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 
 from acr_stub import (
-    aws_environment,
     DataPlaneStub,
     fake_model_app,
     load_agent_app,
+    new_session_id,
+    quick_runtime,
     serve,
     serve_data_plane,
 )
@@ -39,19 +40,8 @@ pytestmark = pytest.mark.asyncio
 
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/scripted-Ab12Cd34Ef"
 ART_ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/art-Ab12Cd34Ef"
-BUCKET = "arl-results"
+BUCKET = "arl-results"  # the `aws` fixture (conftest.py) creates it
 AGENT = AgentRef(task="test_scripted", agent=None)
-
-
-def new_session_id() -> str:
-    return "arl-" + secrets.token_hex(20)
-
-
-@pytest.fixture(scope="module")
-def aws():
-    """Fake credentials, and a real S3 endpoint the in-process agents also write to."""
-    with aws_environment(BUCKET) as s3_url:
-        yield s3_url
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +58,7 @@ def stub(scripted):
         yield plane
 
 
-def runtime(stub, **options) -> AgentCoreRuntime:
-    options.setdefault("arns", {"*": ARN})
-    collaborators = {k: options.pop(k) for k in ("client_factory", "limiter", "priorities") if k in options}
-    config = AgentCoreRuntimeConfig(**{"retry_backoff_s": 0.01, "poll_initial_s": 0.02, "poll_max_s": 0.1, **options},
-                                    endpoint_url=stub.url)
-    return AgentCoreRuntime(config, **collaborators)
+runtime = functools.partial(quick_runtime, arns={"*": ARN})
 
 
 async def run(rt, payload, *, timeout_s=20.0, session_id=None):
@@ -86,13 +71,13 @@ async def run(rt, payload, *, timeout_s=20.0, session_id=None):
 
 
 async def test_is_an_agent_runtime(stub):
-    rt = runtime(stub)
+    rt = runtime(stub.url)
     assert isinstance(rt, AgentRuntime)
     await rt.aclose()
 
 
 async def test_inline_json_result_over_the_wire_then_the_session_is_stopped(stub, scripted):
-    rt = runtime(stub, qualifier="prod")
+    rt = runtime(stub.url, qualifier="prod")
     session_id = new_session_id()
     outcome = await run(rt, {"x": 21, "_rollout": {"api_key": session_id}}, session_id=session_id)
     await rt.aclose()
@@ -114,7 +99,7 @@ async def test_inline_json_result_over_the_wire_then_the_session_is_stopped(stub
 
 
 async def test_streamed_result_is_the_last_data_event(stub):
-    rt = runtime(stub)
+    rt = runtime(stub.url)
     outcome = await run(rt, {"mode": "stream", "x": 5})
     await rt.aclose()
     assert outcome.status is Status.COMPLETED, outcome.error
@@ -122,7 +107,7 @@ async def test_streamed_result_is_the_last_data_event(stub):
 
 
 async def test_agent_that_raises_is_an_agent_error(stub):
-    rt = runtime(stub)
+    rt = runtime(stub.url)
     outcome = await run(rt, {"mode": "raise", "x": 1})
     await rt.aclose()
     assert outcome.status is Status.AGENT_ERROR
@@ -134,7 +119,7 @@ async def test_agent_that_raises_is_an_agent_error(stub):
 async def test_tasks_map_to_their_own_arns(stub, scripted):
     other = ARN.replace("scripted", "other")
     stub.agents[other] = scripted[1]
-    rt = runtime(stub, arns={"test_other": other, "*": ARN})
+    rt = runtime(stub.url, arns={"test_other": other, "*": ARN})
     await run(rt, {"x": 1})
     await rt.run_session(
         agent=AgentRef(task="test_other", agent=None),
@@ -147,7 +132,7 @@ async def test_tasks_map_to_their_own_arns(stub, scripted):
 
 
 async def test_live_sessions_are_capped(stub):
-    rt = runtime(stub, concurrency=2)
+    rt = runtime(stub.url, concurrency=2)
     sleepy = {"mode": "sleep", "sleep_s": 0.2, "x": 1}
     outcomes = await asyncio.gather(*(run(rt, sleepy) for _ in range(5)))
     await rt.aclose()
@@ -156,7 +141,7 @@ async def test_live_sessions_are_capped(stub):
 
 
 async def test_invokes_and_stops_share_one_rate_limit_per_arn(stub):
-    rt = runtime(stub, tps_per_arn=20, concurrency=4)
+    rt = runtime(stub.url, tps_per_arn=20, concurrency=4)
     started = time.monotonic()
     await asyncio.gather(*(run(rt, {"x": i}) for i in range(4)))
     elapsed = time.monotonic() - started
@@ -171,7 +156,7 @@ async def test_invokes_and_stops_share_one_rate_limit_per_arn(stub):
 
 
 async def test_s3_mode_end_to_end(stub, scripted, aws):
-    rt = runtime(stub, result_mode="s3", s3_bucket=BUCKET, exp_id="exp-1", s3_endpoint_url=aws)
+    rt = runtime(stub.url, result_mode="s3", s3_bucket=BUCKET, exp_id="exp-1", s3_endpoint_url=aws)
     session_id = new_session_id()
     payload = {"x": 4, "_rollout": {"api_key": session_id, "input_id": "row-7"}}
     outcome = await run(rt, payload, session_id=session_id)
@@ -197,7 +182,7 @@ async def test_s3_mode_end_to_end(stub, scripted, aws):
 
 
 async def test_s3_mode_input_id_defaults_to_the_task(stub, aws):
-    rt = runtime(stub, result_mode="s3", s3_bucket=BUCKET, exp_id="exp-2", s3_endpoint_url=aws)
+    rt = runtime(stub.url, result_mode="s3", s3_bucket=BUCKET, exp_id="exp-2", s3_endpoint_url=aws)
     outcome = await run(rt, {"x": 1})
     await rt.aclose()
     assert outcome.status is Status.COMPLETED, outcome.error
@@ -205,7 +190,7 @@ async def test_s3_mode_input_id_defaults_to_the_task(stub, aws):
 
 
 async def test_s3_error_result_is_an_agent_error_with_the_traceback(stub, aws):
-    rt = runtime(stub, result_mode="s3", s3_bucket=BUCKET, s3_endpoint_url=aws)
+    rt = runtime(stub.url, result_mode="s3", s3_bucket=BUCKET, s3_endpoint_url=aws)
     outcome = await run(rt, {"mode": "raise", "x": 3})
     await rt.aclose()
     assert outcome.status is Status.AGENT_ERROR

@@ -10,14 +10,20 @@ served over HTTP; S3 is moto's real S3 server) in the inline, s3 and start_get r
 from __future__ import annotations
 
 import json
-import secrets
 
 import pytest
 import pytest_asyncio
 
 pytest.importorskip("agentcore_rl_toolkit", reason="pip install --no-deps agentcore-rl-toolkit==0.2.0")
 
-from acr_stub import agent_ref, aws_environment, fake_model_app, load_agent_app, serve, serve_data_plane  # noqa: E402
+from acr_stub import (  # noqa: E402
+    agent_ref,
+    fake_model_app,
+    load_agent_app,
+    new_session_id,
+    serve,
+    serve_data_plane,
+)
 from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
 from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 from agentcore_rl_harness.records import Status  # noqa: E402
@@ -28,7 +34,7 @@ from agentcore_rl_harness.runtimes.local import LocalRuntime  # noqa: E402
 pytestmark = pytest.mark.asyncio
 
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/art-Ab12Cd34Ef"
-BUCKET = "arl-art-results"
+BUCKET = "arl-art-results"  # the `aws` fixture (conftest.py) creates it
 S3_TRIPLE = {"exp_id", "input_id", "s3_bucket"}
 
 
@@ -53,10 +59,6 @@ def payload(model_url: str, session_id: str, **extra) -> dict:
             "sampling_params": {"max_tokens": 16},
         },
     }
-
-
-def new_session_id() -> str:
-    return "arl-" + secrets.token_hex(20)
 
 
 def called_with(seen: list[dict], session_id: str) -> bool:
@@ -142,12 +144,6 @@ async def test_local_background_invocation_that_fails_is_an_agent_error(local, m
 
 
 # -- agentcore runtime ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def aws():
-    with aws_environment(BUCKET) as s3_url:
-        yield s3_url
 
 
 @pytest.fixture(scope="module")

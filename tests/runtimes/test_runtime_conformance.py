@@ -12,7 +12,7 @@ import secrets
 import pytest
 import pytest_asyncio
 
-from acr_stub import AGENTS, aws_environment, load_agent_app, serve, serve_data_plane
+from acr_stub import AGENTS, load_agent_app, serve, serve_data_plane
 from agentcore_rl_harness.runtimes.local_config import LocalRuntimeConfig
 from agentcore_rl_harness.runtimes.agentcore_config import AgentCoreRuntimeConfig
 from agentcore_rl_harness.records import Status
@@ -23,7 +23,7 @@ from agentcore_rl_harness.runtimes.local import LocalRuntime
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/conform-Ab12Cd34Ef"
-BUCKET = "arl-conformance"
+BUCKET = "arl-conformance"  # the `aws` fixture (conftest.py) creates it
 AGENT = AgentRef(task="test_conformance", agent=str(AGENTS / "scripted_agent.py"))
 SESSION_ID = "arl-" + secrets.token_hex(20)
 
@@ -34,12 +34,6 @@ SCENARIOS = {
     "timeout": ({"mode": "sleep", "sleep_s": 2.0, "x": 1}, Status.TIMEOUT, None),
 }
 TIMEOUT_S = {"timeout": 0.8}
-
-
-@pytest.fixture(scope="module")
-def aws():
-    with aws_environment(BUCKET) as s3_url:
-        yield s3_url
 
 
 @pytest.fixture(scope="module")
