@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import io
-import socket
 import threading
 import time
 
 import httpx
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from loopback_app import serving
 from agentcore_rl_harness.errors import ConfigError
 from agentcore_rl_harness.standalone_gateway import run_standalone
 
@@ -66,15 +65,7 @@ def test_vllm_sampler_gets_the_session_as_its_sticky_routing_key(tiny_model_dir)
             "logprobs": {"content": [{"token": f"token_id:{t}", "logprob": -0.5} for t in reply]}}]})
 
     app = Starlette(routes=[Route("/inference/v1/generate", generate, methods=["POST"])])
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    engine = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    engine_thread = threading.Thread(target=engine.run, kwargs={"sockets": [sock]}, daemon=True)
-    engine_thread.start()
-    while not engine.started:
-        time.sleep(0.005)
-    try:
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    with serving(app) as url:
         with _standalone(model=str(tiny_model_dir), sampler="vllm", sampler_url=url, history="template") as base_url:
             admin = {"X-Admin-Token": "t0ken"}
             session_id = httpx.post(base_url.removesuffix("/v1") + "/admin/sessions", headers=admin).json()["session_id"]
@@ -85,9 +76,6 @@ def test_vllm_sampler_gets_the_session_as_its_sticky_routing_key(tiny_model_dir)
             finished = httpx.post(base_url.removesuffix("/v1") + f"/admin/sessions/{session_id}/finish", headers=admin)
             (trace,) = finished.json()["traces"]
             assert trace["token_ids"][trace["prompt_length"]:] == reply
-    finally:
-        engine.should_exit = True
-        engine_thread.join(5)
     # a non-streamed chat completion is one JSON request to the engine, not a stream
     assert seen[0][0] == session_id and seen[0][1]["stream"] is False
 

@@ -17,40 +17,21 @@ answer with `meta_info.finish_reason` null until the last, then `data: [DONE]`; 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import socket
 import threading
-import time
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from loopback_app import serving
 from agentcore_rl_harness.errors import SamplingError
 from agentcore_rl_harness.gateway.sampling import SamplingBackend
 from agentcore_rl_harness.records import FinishReason, SampleResult, SamplingParams
 from agentcore_rl_harness.gateway.sampling import routing_key
 from agentcore_rl_harness.samplers.sglang import SGLangSampler
-
-
-@contextlib.contextmanager
-def serve(app):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.005)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(5)
 
 
 def sglang_response(rid, token_ids, logprobs, finish=None):
@@ -106,7 +87,7 @@ def _sample(sampler, prompt=(1, 2, 3), on_token=None, **params):
 def test_input_ids_in_logprob_triples_out_with_session_header():
     fake = FakeSGLang(lambda body: (200, sglang_response(body["rid"], [9, 10, 2], [-0.5, -0.25, -0.125])))
     seen = []
-    with serve(fake.app) as url:
+    with serving(fake.app) as url:
         sampler = SGLangSampler(url)
         assert isinstance(sampler, SamplingBackend)
         with routing_key("s-1"):
@@ -124,7 +105,7 @@ def test_input_ids_in_logprob_triples_out_with_session_header():
 
 def test_length_finish():
     fake = FakeSGLang(lambda body: (200, sglang_response(body["rid"], [3, 3], [-1.0, -1.0], {"type": "length", "length": 2})))
-    with serve(fake.app) as url:
+    with serving(fake.app) as url:
         assert _sample(SGLangSampler(url), max_tokens=2).finish_reason is FinishReason.LENGTH
     assert fake.requests[0][1]["sampling_params"]["top_k"] == -1
 
@@ -139,14 +120,14 @@ def test_length_finish():
     (lambda body: (400, {"error": "bad input"}), "answered 400"),
 ])
 def test_unusable_answers_are_sampling_errors(answer, match):
-    with serve(FakeSGLang(answer).app) as url:
+    with serving(FakeSGLang(answer).app) as url:
         with pytest.raises(SamplingError, match=match):
             _sample(SGLangSampler(url))
 
 
 def test_cancelled_sample_aborts_the_request_on_the_server():
     fake = FakeSGLang(hang=True)
-    with serve(fake.app) as url:
+    with serving(fake.app) as url:
         async def run():
             sampler = SGLangSampler(url)
             task = asyncio.create_task(sampler.sample(prompt_token_ids=[1], params=SamplingParams()))
@@ -188,7 +169,7 @@ def test_streamed_tokens_reach_on_token_in_order(make, incremental):
     ids, logprobs = [9, 10, 11, 2], [-0.5, -0.25, -0.75, -0.125]
     fake = FakeSGLang(chunks=lambda body: (make(body["rid"], ids, logprobs, {"type": "stop", "matched": 2}), False))
     seen = []
-    with serve(fake.app) as url:
+    with serving(fake.app) as url:
         result = _sample(SGLangSampler(url, incremental_output=incremental), on_token=lambda t, lp: seen.append((t, lp)))
     assert result == SampleResult(tuple(ids), tuple(logprobs), FinishReason.STOP)
     assert seen == list(zip(ids, logprobs))
@@ -198,14 +179,14 @@ def test_cumulative_stream_that_rewrites_earlier_ids_is_an_error():
     first = sglang_response("r", [9], [-0.5])
     first["meta_info"]["finish_reason"] = None
     fake = FakeSGLang(chunks=lambda body: ([first, sglang_response("r", [8, 10], [-0.1, -0.2])], False))
-    with serve(fake.app) as url:
+    with serving(fake.app) as url:
         with pytest.raises(SamplingError, match="do not extend"):
             _sample(SGLangSampler(url, stream=True))
 
 
 def test_stream_error_event_is_a_sampling_error():
     fake = FakeSGLang(chunks=lambda body: ([{"error": {"message": "out of memory"}}], False))
-    with serve(fake.app) as url:
+    with serving(fake.app) as url:
         with pytest.raises(SamplingError, match="out of memory"):
             _sample(SGLangSampler(url, stream=True))
 
@@ -215,7 +196,7 @@ def test_cancel_mid_stream_aborts_after_tokens_arrived():
     chunk["meta_info"]["finish_reason"] = None
     fake = FakeSGLang(chunks=lambda body: ([chunk], True))
     seen = []
-    with serve(fake.app) as url:
+    with serving(fake.app) as url:
         async def run():
             sampler = SGLangSampler(url)
             task = asyncio.create_task(sampler.sample(prompt_token_ids=[1], params=SamplingParams(),

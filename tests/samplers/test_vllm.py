@@ -18,40 +18,22 @@ the NEW token ids (DELTA), `finish_reason` null until the last, an optional usag
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import socket
 import threading
-import time
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
+from loopback_app import serving
 from agentcore_rl_harness.errors import SamplingError
 from agentcore_rl_harness.gateway.sampling import SamplingBackend
 from agentcore_rl_harness.records import FinishReason, SampleResult, SamplingParams
 from agentcore_rl_harness.gateway.sampling import routing_key
 from agentcore_rl_harness.samplers.vllm import VLLMSampler
-
-
-@contextlib.contextmanager
-def serve(app):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.005)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(5)
 
 
 def vllm_response(request_id, token_ids, logprobs, finish="stop"):
@@ -106,7 +88,7 @@ def _sample(sampler, prompt=(1, 2, 3), on_token=None, **params):
 def test_tokens_in_tokens_out_with_sticky_session_header_and_streamed_callbacks():
     fake = FakeVLLM(lambda body: (200, vllm_response(body["request_id"], [7, 8, 2], [-0.5, -0.25, -0.125])))
     seen = []
-    with serve(fake.app) as url:
+    with serving(fake.app) as url:
         sampler = VLLMSampler(url, model="policy")
         assert isinstance(sampler, SamplingBackend)
         with routing_key("session-abc"):
@@ -124,7 +106,7 @@ def test_tokens_in_tokens_out_with_sticky_session_header_and_streamed_callbacks(
 
 def test_no_routing_header_outside_a_session_and_length_finish():
     fake = FakeVLLM(lambda body: (200, vllm_response(body["request_id"], [4, 4], [-1.0, -2.0], finish="length")))
-    with serve(fake.app) as url:
+    with serving(fake.app) as url:
         result = _sample(VLLMSampler(url), max_tokens=2)
     assert result.finish_reason is FinishReason.LENGTH
     assert "x-session-id" not in fake.requests[0][0] and "model" not in fake.requests[0][1]
@@ -138,7 +120,7 @@ def test_no_routing_header_outside_a_session_and_length_finish():
     (lambda body: (500, {"error": {"message": "engine dead"}}), "answered 500 .*engine dead"),
 ])
 def test_unusable_answers_are_sampling_errors_never_zeros(answer, match):
-    with serve(FakeVLLM(answer).app) as url:
+    with serving(FakeVLLM(answer).app) as url:
         with pytest.raises(SamplingError, match=match):
             _sample(VLLMSampler(url))
 
@@ -169,7 +151,7 @@ def test_streamed_tokens_reach_on_token_as_the_engine_sends_them():
             gate.set()
 
     fake = FakeVLLM(chunks=chunks)
-    with serve(fake.app) as url:
+    with serving(fake.app) as url:
         result = _sample(VLLMSampler(url), prompt=[5], on_token=on_token, stop_token_ids=(2,))
     assert result == SampleResult((7, 8, 9, 2), (-0.5, -0.25, -0.75, -0.125), FinishReason.STOP)
     assert seen == [7, 8, 9, 2]
@@ -182,13 +164,13 @@ def test_streamed_tokens_reach_on_token_as_the_engine_sends_them():
 ])
 def test_streamed_failures_are_sampling_errors(events, match):
     fake = FakeVLLM(chunks=lambda body: (events, None))
-    with serve(fake.app) as url:
+    with serving(fake.app) as url:
         with pytest.raises(SamplingError, match=match):
             _sample(VLLMSampler(url, stream=True))
 
 
 def test_non_streaming_mode_sends_stream_false():
     fake = FakeVLLM(lambda body: (200, vllm_response(body["request_id"], [7], [-0.5])))
-    with serve(fake.app) as url:
+    with serving(fake.app) as url:
         assert _sample(VLLMSampler(url, stream=False)).token_ids == (7,)
     assert fake.requests[0][1]["stream"] is False
