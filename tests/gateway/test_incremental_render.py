@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from chat_templates import STRIPS_THINK
 
 from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer, load_template
 from agentcore_rl_harness.gateway.trajectory import TurnTree
@@ -19,20 +20,6 @@ SMOLLM2_SHIPPED = (  # SmolLM2-135M-Instruct's own template (plain ChatML, no to
     "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
     "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
-
-# Qwen3's rule: reasoning is rendered only for assistant turns after the last user message.
-STRIPS_THINK = (
-    "{%- set ns = namespace(last_user=-1) -%}"
-    "{%- for m in messages -%}{%- if m['role'] == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}{%- endfor -%}"
-    "{%- for m in messages -%}"
-    "{%- if m['role'] == 'assistant' -%}"
-    "{{- '<|im_start|>assistant\\n' -}}"
-    "{%- if loop.index0 > ns.last_user and m['reasoning_content'] -%}{{- '<think>\\n' + m['reasoning_content'] + '\\n</think>\\n\\n' -}}{%- endif -%}"
-    "{{- m['content'] + '<|im_end|>\\n' -}}"
-    "{%- else -%}{{- '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' -}}{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
-)
 
 # Numbers the user's messages: a new message's text depends on its position, which no window knows
 # (the replies render as sampled, so only the second window can tell).

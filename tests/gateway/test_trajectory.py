@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from chat_templates import STRIPS_THINK
 
 from agentcore_rl_harness.gateway.rendering import ChatTemplateRenderer
 from agentcore_rl_harness.gateway.trajectory import TurnTree
@@ -197,22 +198,6 @@ def test_every_sampled_token_is_trained_exactly_once(renderer, im_end, steps):
     for turn in turns:  # every turn's sampled ids sit verbatim in some trace
         assert any(sampled_span(t, turn) == turn.completion_token_ids for t in traces)
     assert len(traces) == len([t for t in turns if t.index not in {u.parent for u in turns}])
-
-
-# Qwen3's rule, in a compact template: an assistant turn's reasoning is rendered only while no
-# user message follows it, so a new user message rewrites the earlier turn's rendering.
-STRIPS_THINK = (
-    "{%- set ns = namespace(last_user=-1) -%}"
-    "{%- for m in messages -%}{%- if m['role'] == 'user' -%}{%- set ns.last_user = loop.index0 -%}{%- endif -%}{%- endfor -%}"
-    "{%- for m in messages -%}"
-    "{%- if m['role'] == 'assistant' -%}"
-    "{{- '<|im_start|>assistant\\n' -}}"
-    "{%- if loop.index0 > ns.last_user and m['reasoning_content'] -%}{{- '<think>\\n' + m['reasoning_content'] + '\\n</think>\\n\\n' -}}{%- endif -%}"
-    "{{- m['content'] + '<|im_end|>\\n' -}}"
-    "{%- else -%}{{- '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' -}}{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
-)
 
 
 @pytest.fixture(scope="module")
