@@ -1,13 +1,14 @@
 """`run/compose.py`: the composition root builds what it is not given, and uses what it is."""
 
 import pytest
-from run_fakes import FAST, RecordingTrainer, make_spec
+from run_fakes import FAST, RecordingTrainer, ask_gateway, make_spec
 
 from agentcore_rl_harness.config import compose_config
 from agentcore_rl_harness.errors import ConfigError
 from agentcore_rl_harness.records import Status
 from agentcore_rl_harness.run.cases import Case
 from agentcore_rl_harness.run.compose import Harness, advertised_url, build_trainer, check_public_gateway_url
+from agentcore_rl_harness.runtimes.fake import FakeRuntime
 
 
 def test_a_case_runs_through_the_real_gateway_on_the_fakes(build_harness, tmp_path):
@@ -33,6 +34,24 @@ def test_given_parts_are_used_and_never_closed(build_harness):
     assert fixtures["agentcore_rl_config"] is harness.config
     harness.close()
     assert not runtime.closed and sampler.calls == []
+
+
+class NotingRuntime(FakeRuntime):
+    """A runtime with a note on every set of tasks (as ACR has on runtime.limits)."""
+
+    def notes(self, *, agents):
+        return [f"cannot apply the settings of {len(agents)} tasks"]
+
+
+def test_started_is_the_started_harness_and_only_notes_on_tasks_it_is_given(scripted_harness, tmp_path):
+    harness = scripted_harness(FAST, runtime=NotingRuntime(ask_gateway))
+    with pytest.raises(TypeError, match=r"started\(specs\) needs write="):
+        harness.started([make_spec(tmp_path)])
+    assert harness.gateway is None  # refused before anything started
+    assert harness.started() is harness and harness.gateway is not None  # no tasks: nothing to note
+    written = []
+    assert harness.started([make_spec(tmp_path)], write=written.append) is harness
+    assert written == ["agentcore-rl: cannot apply the settings of 1 tasks"]
 
 
 def test_an_external_sampler_needs_its_tokenizer():

@@ -239,17 +239,17 @@ class Harness:
                 f"{gateway.base_url} in {time.monotonic() - started:.1f}s"
             )
 
-    def start_for(self, specs: Sequence[TaskSpec], write: Callable[[str], None]) -> None:
-        """Start, then `write` the runtime's notes on these tasks' settings it cannot apply
-        (`AgentRuntime.notes`, e.g. environments on ACR)."""
+    def started(self, specs: Sequence[TaskSpec] = (), *, write: Callable[[str], None] | None = None) -> Harness:
+        """This harness, started (model, sampler, gateway, runtime). With `specs`, `write` gets the
+        runtime's notes on those tasks' settings it cannot apply (`AgentRuntime.notes`, e.g.
+        environments on ACR)."""
+        if specs and write is None:
+            raise TypeError("Harness.started(specs) needs write= for the runtime's notes on those tasks")
         self.start()
-        for note in self.runtime.notes(agents=[AgentRef(task=spec.name, agent=spec.agent_path(),
-                                                        environment=spec.environment_path()) for spec in specs]):
-            write(f"agentcore-rl: {note}")
-
-    def started(self) -> Harness:
-        """This harness, started (model, sampler, gateway, runtime)."""
-        self.start()
+        if specs:
+            for note in self.runtime.notes(agents=[AgentRef(task=spec.name, agent=spec.agent_path(),
+                                                            environment=spec.environment_path()) for spec in specs]):
+                write(f"agentcore-rl: {note}")
         return self
 
     def trainer(self) -> Trainer:

@@ -177,7 +177,7 @@ class Run:
         harness = self.parts()
         self.write(f"agentcore-rl {self.mode}: run directory {self.run_dir}")
         specs = list({id(item.spec): item.spec for _, item in items}.values())
-        harness.start_for(specs, self.write)  # first: a missing dependency or model leaves no run directory behind
+        harness.started(specs, write=self.write)  # first: a missing dependency or model leaves no run directory behind
         self.rundir.open()
         start_step = self.reload() if self.rundir.resumed is not None else 0
         if self.config.typed.logger and not self.rundir.shared:  # under -n, not in workers
