@@ -4,7 +4,7 @@ import pytest
 
 from agentcore_rl_harness.errors import HarnessError
 from agentcore_rl_harness.records import Rollout, Status, Trace, Usage
-from agentcore_rl_harness.store import RunStore, read_rollouts
+from agentcore_rl_harness.store import RunStore, read_json_lines, read_rollouts
 
 
 def make_rollout(row_id="r1", **changes):
@@ -55,6 +55,13 @@ def test_reopening_after_a_torn_write_appends_on_a_fresh_line(tmp_path):
     store.append(make_rollout("b"))
     store.close()
     assert [r.row_id for r in read_rollouts(tmp_path)] == ["a", "b"]
+
+
+def test_json_lines_being_written_or_cut_short_are_skipped_and_no_file_is_no_lines(tmp_path):
+    path = tmp_path / "usage.jsonl"
+    assert read_json_lines(path) == []
+    path.write_text('{"step": 0}\n{"step": 1, "lo\n{"step": 2}\n{"step": 3')
+    assert read_json_lines(path) == [{"step": 0}, {"step": 2}]
 
 
 def test_trace_invariants_are_enforced():

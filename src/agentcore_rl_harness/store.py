@@ -232,6 +232,20 @@ def _drop_torn_tail(path: Path) -> None:
         handle.truncate(data.rfind(b"\n") + 1)
 
 
+def read_json_lines(path: Path) -> list[Any]:
+    """The records of an append-only JSON-lines file that may be written right now or was cut
+    short by a kill: lines that do not parse are skipped; no file, no records."""
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return records
+
+
 def read_rollouts(run_dir: Path) -> list[Rollout]:
     """All complete records; a torn last line (a killed run) is ignored, corrupt lines raise."""
     path = Path(run_dir) / ROLLOUTS

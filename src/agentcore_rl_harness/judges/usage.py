@@ -3,27 +3,18 @@ question's line in `RUN_DIR/judge/usage.jsonl` (`service.py`), with cost where p
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..store import read_json_lines
 from .service import USAGE_FILE
 
 JUDGE_DIR = "judge"
 
 
 def judge_lines(run_dir: Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / JUDGE_DIR / USAGE_FILE
-    if not path.is_file():
-        return []
-    lines = []
-    for text in path.read_text(encoding="utf-8").splitlines():
-        try:
-            lines.append(json.loads(text))
-        except ValueError:
-            continue  # a line cut short by a kill
-    return lines
+    return read_json_lines(Path(run_dir) / JUDGE_DIR / USAGE_FILE)
 
 
 def _price_cost(config: Mapping[str, Any], role: str, prompt: int, completion: int) -> float | None:

@@ -19,6 +19,8 @@ import yaml
 
 from ..errors import HarnessError
 from ..reports.tokenizer import model_name
+from ..store import read_json_lines
+from ..train_store import steps_path
 from .index import ROLLOUTS, RunIndex
 from .links import run_key
 
@@ -97,16 +99,8 @@ class Run:
         return _json_file(self.run_dir / "report.json")
 
     def steps(self) -> list[dict[str, Any]]:
-        path = self.run_dir / "train" / "steps.jsonl"
-        if not path.is_file():
-            return []
-        steps = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                steps.append(json.loads(line))
-            except ValueError:
-                continue  # a step line being written right now
-        return steps
+        """train/steps.jsonl as written so far (a step line being written right now is skipped)."""
+        return read_json_lines(steps_path(self.run_dir))
 
     def live(self) -> bool:
         """Still running, as far as the directory tells: no report.json yet and rollouts.jsonl
