@@ -74,6 +74,19 @@ def test_payload_sources_and_reserved_key(tmp_path):
         build_payload(listy, {"id": "1"}, info)
 
 
+def test_a_payload_json_cannot_encode_is_a_dataset_error(tmp_path):
+    info = {"base_url": "http://127.0.0.1:1/v1"}
+
+    def circular(row):
+        body = {"q": row["q"]}
+        body["self"] = body
+        return body
+
+    for payload, what in ((lambda row: {"when": object()}, "object"), (circular, "Circular reference")):
+        with pytest.raises(DatasetError, match=f"row '1' is not JSON-serialisable: .*{what}"):
+            build_payload(_spec(tmp_path, payload=payload), {"id": "1", "q": 2}, info)
+
+
 def test_reward_decorator_forms():
     @arl.reward
     def plain(rollout, row):

@@ -306,7 +306,7 @@ def build_payload(spec: TaskSpec, row: dict[str, Any], rollout_info: dict[str, A
         )
     try:
         json.dumps(body)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:  # ValueError: a circular reference
         raise DatasetError(
             f"task {spec.name}: payload for row {row.get('id')!r} is not JSON-serialisable: {exc}"
         ) from exc
