@@ -171,3 +171,56 @@ def test_a_keep_alive_connection_idle_past_the_clients_expiry_is_still_served(ga
             except (BrokenPipeError, ConnectionResetError):
                 answer = b""
             assert answer.startswith(b"HTTP/1.1 200") is served_after_idle, answer[:80]
+
+
+def _post(port: int, pieces: list[bytes], pause_s: float = 0.0) -> bytes:
+    """POST a body sent in `pieces` (`pause_s` between them); the response."""
+    body = b"".join(pieces)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+        for index, piece in enumerate(pieces):
+            client.sendall(head + piece if index == 0 else piece)
+            time.sleep(pause_s)
+        received = b""
+        while b"\r\n\r\n" not in received or not received.endswith(b"done"):
+            chunk = client.recv(65536)
+            assert chunk, f"the server closed the connection after {received!r}"
+            received += chunk
+    return received
+
+
+def test_a_body_that_arrives_in_one_chunk_reaches_the_app_uncopied(serve, monkeypatch):
+    """uvicorn appends each chunk to a bytearray and `receive()` copies that into bytes: two
+    copies of every body. Through the gateway's protocol a body parsed in one chunk is the very
+    bytes object the parser made; a body in several chunks (read before or after the app asks
+    for it) still arrives whole and in order."""
+    parsed, received, delay = [], [], {"s": 0.0}
+    on_body = CoalescingHttpProtocol.on_body
+
+    def spy(self, body):
+        parsed.append(body)
+        on_body(self, body)
+
+    async def app(scope, receive, send):
+        await asyncio.sleep(delay["s"])  # > 0: the later chunks come in before the app reads
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message["body"])
+            more = message.get("more_body", False)
+        received.append(chunks)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4")]})
+        await send({"type": "http.response.body", "body": b"done"})
+
+    monkeypatch.setattr(CoalescingHttpProtocol, "on_body", spy)
+    port = serve(app)
+    small = bytes(range(256)) * 40  # sent with its head in one write: parsed in one chunk
+    assert _post(port, [small]).startswith(b"HTTP/1.1 200")
+    assert len(parsed) == 1 and received[-1] == [small] and received[-1][0] is parsed[0]
+    body = bytes(range(256)) * 1024  # 256 KiB: past uvicorn's 64 KiB high-water mark
+    for delay["s"], pause_s in ((0.0, 0.0), (0.0, 0.05), (0.3, 0.02)):
+        parsed.clear()
+        pieces = [body[:1000], body[1000:70_000], body[70_000:]]
+        assert _post(port, pieces, pause_s).startswith(b"HTTP/1.1 200")
+        assert len(parsed) >= 3 * bool(pause_s) and b"".join(received[-1]) == body

@@ -231,7 +231,7 @@ def test_a_known_responses_history_never_ends_inside_a_folded_reply(first, added
     wire, session = responses_routes.RESPONSES, _session()
     items = [{"type": "message", "role": "user", "content": "go"}, *first]
     held = read_turn_request(Context(), session, {"input": items}, wire)[1]
-    kept = json.loads(json.dumps(held))
+    kept = json.loads(json.dumps(list(held)))  # held: a run of the known history (`tokens.TokenRun`)
     body = {"input": [*items, *added]}
     assert session.known_history.match("responses", body["input"]).count == 1  # up to the user message
     _, internal = read_turn_request(Context(), session, json.loads(json.dumps(body)), wire)
@@ -304,3 +304,55 @@ def test_a_refused_request_is_refused_as_a_fresh_session_refuses_it(wire_name):
     assert "'zz' answers no tool call" in errors[0] and errors[0] == errors[1]
     _, internal = read_turn_request(Context(), session, json.loads(json.dumps(body_of(4))), wire)
     assert internal == _fresh(wire, body_of(4))
+
+
+# --- known bytes: a changed byte anywhere in the kept prefix, runs shared across turns ----------
+
+def _wire_bodies(wire, turns):
+    """A conversation's request bodies (bytes, as an SDK serialises them), one per turn."""
+    agent, bodies = Agent(wire, None, None), []
+    for index in range(turns):
+        bodies.append(json.dumps(agent.body(index)).encode())
+        if wire == "chat":
+            agent.history += [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"call_{index}", "type": "function", "function": {"name": "shell", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": f"call_{index}", "content": tool_output(index)}]
+        elif wire == "anthropic":
+            agent.history += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"t{index}", "name": "shell",
+                                                                  "input": {}}]},
+                              {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{index}",
+                                                            "content": tool_output(index)}]}]
+        else:
+            agent.history += [{"type": "function_call", "call_id": f"c{index}", "name": "shell", "arguments": "{}"},
+                              {"type": "function_call_output", "call_id": f"c{index}", "output": tool_output(index)}]
+    return bodies
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_one_changed_byte_in_an_old_message_is_never_taken_as_known(wire):
+    """The body re-sends the kept bytes but one byte of the first tool output differs (same
+    length, so every later byte is where it was): the known bytes are not split off, and the
+    request is translated as a fresh session translates it, the changed byte included."""
+    described = ROUTE_WIRE[wire][0].__dict__[ROUTE_WIRE[wire][1]]
+    bodies, session = _wire_bodies(wire, 6), _session()
+    for body in bodies[:5]:
+        read_turn_request(Context(), session, body, described)
+    old = b"[0.1] cc -O2"
+    changed = bodies[5].replace(old, b"[0.1] cc -O3", 1)
+    assert len(changed) == len(bodies[5]) and changed != bodies[5]
+    assert session.known_history.split(described.name, changed, described.key) is None
+    assert session.known_history.split(described.name, bodies[5], described.key) is not None  # as sent: split
+    _, internal = read_turn_request(Context(), session, changed, described)
+    fresh = read_turn_request(Context(), _session(), changed, described)[1]
+    assert internal == fresh and "[0.1] cc -O3" in json.dumps(list(internal))
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_each_turn_extends_the_last_ones_messages_in_place(wire):
+    """A turn's internal messages are the last turn's run of them (`tokens.TokenRun`) extended
+    by its new messages: no turn copies (or walks) the history it already holds."""
+    described = ROUTE_WIRE[wire][0].__dict__[ROUTE_WIRE[wire][1]]
+    session, runs = _session(), []
+    for body in _wire_bodies(wire, 6):
+        runs.append(read_turn_request(Context(), session, body, described)[1])
+    assert all(later.starts_with(earlier) and len(later) > len(earlier) for earlier, later in zip(runs[1:], runs[2:]))

@@ -29,3 +29,15 @@ def test_a_run_reads_like_a_tuple():
     assert run + (15,) == (10, 11, 12, 13, 14, 15) and (9,) + run == (9, 10, 11, 12, 13, 14)
     assert (10, 11, 12, 13, 14) == run and run != (10, 11, 12, 13) and run != "x"
     assert hash(run) == hash((10, 11, 12, 13, 14)) and TokenRun.of(run) is run
+
+
+def test_first_is_a_view_and_starts_with_needs_the_same_buffer():
+    run = TokenRun.of([1, 2, 3]).extended([4, 5])
+    head = run.first(3)
+    assert head == (1, 2, 3) and run.first(5) is run and run.first(0) == ()
+    assert run.starts_with(head) and not head.starts_with(run)
+    assert not run.starts_with(TokenRun.of([1, 2, 3])) and not run.starts_with((1, 2, 3))  # equal, not shared
+    grown = head.extended([9])  # head is not the latest of its buffer: a copy, run is untouched
+    assert grown == (1, 2, 3, 9) and run == (1, 2, 3, 4, 5) and not run.starts_with(grown)
+    with pytest.raises(IndexError):
+        run.first(6)

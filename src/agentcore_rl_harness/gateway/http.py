@@ -65,5 +65,17 @@ class _CoalescingTransport:
 class CoalescingHttpProtocol(HttpToolsProtocol):
     """Pass as `uvicorn.Config(http=CoalescingHttpProtocol)`."""
 
+    def on_body(self, body: bytes) -> None:
+        """uvicorn appends every chunk to a bytearray that `receive()` then copies into bytes: two
+        copies of the body. A body that arrives in one chunk (the common case) is handed on as
+        the bytes it arrived as: `b"" + body` is `body`, and so is `bytes(body)`. A second chunk
+        before the app's `receive()` is appended in place from then on, as uvicorn does."""
+        cycle = self.cycle
+        if not cycle.body:
+            cycle.body = b""
+        elif type(cycle.body) is bytes:
+            cycle.body = bytearray(cycle.body)
+        super().on_body(body)
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]

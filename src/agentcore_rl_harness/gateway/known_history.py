@@ -8,7 +8,10 @@ last few requests' messages twice, as they arrived (parsed JSON) and as translat
 messages). A new request whose messages start with one of those (one C-level comparison of the
 parsed JSON) has only its tail checked and translated; the known part's internal messages are
 handed on as the same objects as before, so the turn tree matches them by identity, and the
-session holds one copy of the history, not one per request.
+session holds one copy of the history, not one per request. The kept messages are runs
+(`tokens.TokenRun`): a request's messages are the known ones' run extended in place by its new
+ones, so a turn never copies, walks or re-counts the history it holds (each such pass over 400
+messages costs tens of microseconds once the history is out of the CPU's caches).
 
 Wires whose translation is not one message to one (`bounds`). An Anthropic user message with
 tool results becomes several internal messages, consecutive Responses items fold into one
@@ -27,8 +30,10 @@ object), so a message holding such arguments ends what may be known (`plain`).
 
 Known bytes. A client that serialises deterministically (the SDKs: `json.dumps` of a list it
 appends to) re-sends the previous body's bytes up to the end of its last message. The latest
-requests keep those bytes and where their `messages` array opens (`_layout`); a body starting
-with them (one memcmp) and going on with `,` is parsed without them: `orjson.loads` of the head +
+requests keep those bytes (a view of the body as received: no copy) and where their `messages`
+array opens (`_layout`); a body starting with them (one memcmp: every byte of the known part is
+compared, so a change anywhere in it, even of one byte, is a body parsed whole) and going on
+with `,` is parsed without them: `orjson.loads` of the head +
 `[` + what follows the comma, which is the request with only its new messages (keys, values and
 their order as in the body: nothing else was cut). Identical bytes parse to identical values, so
 every known message counts then, `plain` or not. `_layout` finds the array with a token scan of
@@ -51,6 +56,8 @@ from typing import Any
 
 import orjson
 
+from .tokens import TokenRun
+
 __all__ = ["NOTHING_KNOWN", "Known", "KnownHistory", "plain_chat_message", "text_leaves_only"]
 
 # Requests remembered per session and wire: the latest few cover retries, forks and a sub-agent;
@@ -69,15 +76,16 @@ class Known:
     """The first `count` messages of a request: as kept (`raw`) and translated (`internal`);
     the first `plain` of them compare exactly as parsed JSON. `layout`: where the body's messages
     array opens, where its last message ends and how many it holds, when its known bytes were
-    split off (`KnownHistory.split`)."""
+    split off (`KnownHistory.split`). `raw`, `internal` and `bounds` are views of the kept
+    request's runs (`tokens.TokenRun`): extending them appends in place, copying nothing."""
 
     count: int
-    raw: tuple[Any, ...] = ()
-    internal: tuple[Any, ...] = ()
+    raw: Sequence[Any] = ()
+    internal: Sequence[Any] = ()
     plain: int = 0
     layout: tuple[int, int, int] | None = None
     head: Any = None  # the head the internal messages start with (e.g. Anthropic `system`)
-    bounds: tuple[int | None, ...] | None = None  # per count 0..count; None: one to one
+    bounds: Sequence[int | None] | None = None  # per count 0..count; None: one to one
 
 
 NOTHING_KNOWN = Known(0)
@@ -85,19 +93,28 @@ NOTHING_KNOWN = Known(0)
 
 @dataclass(frozen=True)
 class _Entry:
-    raw: tuple[Any, ...]
-    internal: tuple[Any, ...]
+    raw: TokenRun
+    internal: TokenRun
     plain: int  # leading messages whose equality as parsed JSON may be trusted
-    prefix: bytes | None = None  # the body up to the end of its last message (no space after)
+    prefix: memoryview | None = None  # the body up to the end of its last message (a view: no copy)
     opened: int = -1  # where its messages array opens ('[')
     head: Any = None
-    bounds: tuple[int | None, ...] | None = None
+    bounds: TokenRun | None = None
 
     def known(self, count: int, layout: tuple[int, int, int] | None = None) -> Known:
         if self.bounds is None:
-            return Known(count, self.raw[:count], self.internal[:count], min(count, self.plain), layout)
-        return Known(count, self.raw[:count], self.internal[:self.bounds[count]], min(count, self.plain), layout,
-                     self.head, self.bounds[:count + 1])
+            return Known(count, self.raw.first(count), self.internal.first(count), min(count, self.plain), layout)
+        return Known(count, self.raw.first(count), self.internal.first(self.bounds[count]), min(count, self.plain),
+                     layout, self.head, self.bounds.first(count + 1))
+
+
+def _run(known: Sequence[Any], whole: Sequence[Any]) -> TokenRun:
+    """`whole` as a run whose start is `known` (the objects already held): `whole` itself when
+    it extends `known`'s run or nothing is known (no copy), else `known` extended by the rest of
+    `whole`."""
+    if isinstance(whole, TokenRun) and (not known or whole.starts_with(known)):
+        return whole
+    return TokenRun.of(known).extended(whole[len(known):])
 
 
 def plain_chat_message(message: Any) -> bool:
@@ -187,7 +204,9 @@ class KnownHistory:
         one internal message per raw one, or with `bounds` (one per count 0..len(raw), see the
         module docstring) after `head` as translated; `body`, when given, the request's bytes
         (its messages in the top-level array `key`). The known part is kept as the objects
-        already held; `plain` says up to where equality may be trusted."""
+        already held: `raw` and `internal` as they are when they are runs extending the known
+        ones (`tokens.TokenRun`, what `turn_routes` hands over), else copied into runs once;
+        `plain` says up to where equality may be trusted."""
         if bounds is None and len(raw) != len(internal):
             raise ValueError(f"{len(raw)} messages translated to {len(internal)}: not one to one")
         if bounds is not None and (len(bounds) != len(raw) + 1 or bounds[-1] not in (None, len(internal))):
@@ -199,8 +218,8 @@ class KnownHistory:
             trusted = known.plain
         else:
             trusted = next((i for i in range(known.count, len(raw)) if not plain(raw[i])), len(raw))
-        entry = _Entry(known.raw + tuple(raw[known.count:]), known.internal + tuple(internal[len(known.internal):]),
-                       trusted, head=head, bounds=None if bounds is None else tuple(bounds))
+        entry = _Entry(_run(known.raw, raw), _run(known.internal, internal), trusted, head=head,
+                       bounds=None if bounds is None else TokenRun.of(bounds))
         layout = known.layout
         if layout is None and body is not None and len(body) <= SCAN_MAX_BYTES \
                 and self._unused_scans.get(wire, 0) < WASTED_SCANS:
@@ -208,7 +227,7 @@ class KnownHistory:
             with self._lock:
                 self._unused_scans[wire] = self._unused_scans.get(wire, 0) + 1
         if layout is not None and layout[2] == len(raw):
-            entry = dataclasses.replace(entry, prefix=body[:layout[1]], opened=layout[0])
+            entry = dataclasses.replace(entry, prefix=memoryview(body)[:layout[1]], opened=layout[0])
         with self._lock:
             entries = self._entries.setdefault(wire, deque(maxlen=self._kept))
             entries.append(entry)

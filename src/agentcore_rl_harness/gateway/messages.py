@@ -15,7 +15,6 @@ the text as sent; `reasoning` and `tool_calls` are present only when non-empty. 
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import secrets
 from collections.abc import Mapping, Sequence
@@ -110,7 +109,8 @@ def check_history(messages: Sequence[Message], *, result: str, checked: int = 0)
     start = next((i for i in range(min(checked, len(messages)) - 1, -1, -1)
                   if messages[i]["role"] != "tool"), 0)
     open_calls: set[str] | None = None  # unanswered call ids of the assistant message before
-    for message in itertools.islice(messages, start, None):
+    for index in range(start, len(messages)):  # by index: a long run is not walked from its start
+        message = messages[index]
         role = message["role"]
         if role == "assistant":
             open_calls = {call["id"] for call in message.get("tool_calls") or ()}

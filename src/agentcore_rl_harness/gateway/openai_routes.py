@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.requests import Request
@@ -32,7 +33,7 @@ CHAT = WireRequest(name="chat", model=openai_wire.ChatCompletionRequest, key="me
                    result=CHAT_RESULT)
 
 
-def chat_request(context: GatewayContext, session: Any, source: bytes | Any) -> tuple[Any, list[Message]]:
+def chat_request(context: GatewayContext, session: Any, source: bytes | Any) -> tuple[Any, Sequence[Message]]:
     """The validated chat request and its internal messages, history checked (only what is new:
     `turn_routes.read_turn_request`)."""
     return read_turn_request(context, session, source, CHAT)

@@ -8,6 +8,7 @@ A request that re-sends its whole history (`input` items) takes the known-histor
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.requests import Request
@@ -55,7 +56,7 @@ def responses_routes(context: GatewayContext) -> dict[str, Any]:
         response_id, created = new_id("resp_"), int(time.time())
 
         def remember(result: TurnResult, calls: list[dict[str, Any]]) -> None:
-            session.remember_response(response_id, [*messages, reply_message(result.reply, calls)])
+            session.remember_response(response_id, messages, reply_message(result.reply, calls))
 
         if body.stream:
             return streamed(context, prepared, responses_wire.ResponsesStream(
@@ -73,7 +74,7 @@ def responses_routes(context: GatewayContext) -> dict[str, Any]:
     return {"/v1/responses": responses}
 
 
-def _continued(session: Any, body: Any, messages: list[Any]) -> list[Any]:
+def _continued(session: Any, body: Any, messages: Sequence[Any]) -> tuple[Any, ...]:
     """The stored conversation of `previous_response_id`, then this request's messages (its
     instructions first: they are per request, not carried over)."""
     earlier = session.recall_response(body.previous_response_id)
@@ -82,5 +83,5 @@ def _continued(session: Any, body: Any, messages: list[Any]) -> list[Any]:
                             "response of this session", code="previous_response_not_found")
     if body.instructions:
         earlier = tuple(m for m in earlier if m["role"] != "system")
-        return [messages[0], *earlier, *messages[1:]]
-    return [*earlier, *messages]
+        return (messages[0], *earlier, *messages[1:])
+    return (*earlier, *messages)

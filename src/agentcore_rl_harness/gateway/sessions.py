@@ -99,7 +99,7 @@ class Session:
         self._closed = False
         self._overrides: dict[str, int] = {}
         self._events: dict[str, int] = {}
-        self._responses: dict[str, tuple[dict[str, Any], ...]] = {}
+        self._responses: dict[str, tuple[Sequence[dict[str, Any]], dict[str, Any]]] = {}
         self.known_history = KnownHistory()  # what the wires already checked (known_history.py)
         self._turns_started = 0
         self._in_flight = 0
@@ -213,14 +213,14 @@ class Session:
         with self._lock:
             self._events[name] = self._events.get(name, 0) + 1
 
-    def remember_response(self, response_id: str, messages: Sequence[dict[str, Any]]) -> None:
-        """Keep a Responses-API conversation so `previous_response_id` can continue it."""
+    def remember_response(self, response_id: str, messages: Sequence[dict[str, Any]], reply: dict[str, Any]) -> None:
+        """Keep a Responses conversation for `previous_response_id`: its messages (immutable, as given), its reply."""
         with self._lock:
-            self._responses[response_id] = tuple(messages)
+            self._responses[response_id] = (messages, reply)
 
     def recall_response(self, response_id: str) -> tuple[dict[str, Any], ...] | None:
         with self._lock:
-            return self._responses.get(response_id)
+            return (*kept[0], kept[1]) if (kept := self._responses.get(response_id)) else None
 
     def _check_open(self) -> None:
         if self._closed:

@@ -6,16 +6,22 @@ session (about 400 MB for a 1000-turn, 100k-token session). A `TokenRun` is the 
 ids of an append-only list: extending the latest turn of a chain appends the new ids in place;
 extending any other turn (a fork, a retried request) copies once, so no run ever sees ids
 change. It reads like a tuple (len, index, slice, iteration, ==, +); samplers iterate it.
-The turn tree keeps a chain's normalised messages and their keys the same way (any items).
+The turn tree keeps a chain's normalised messages and their keys the same way (any items), and
+so do the wires' known histories (`known_history.py`): the messages a request holds are a run
+that the next request extends, so a turn touches only its new messages, never each old one.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-__all__ = ["TokenRun"]
+__all__ = ["TokenRun", "first"]
+
+# Extending checks that nothing was appended after the run, then appends: one step for any thread.
+_EXTENDING = threading.Lock()
 
 
 class TokenRun(Sequence[int]):
@@ -34,12 +40,24 @@ class TokenRun(Sequence[int]):
 
     def extended(self, *parts: Sequence[int]) -> "TokenRun":
         """This run followed by `parts`: in place when nothing was appended after this run."""
-        buffer = self._buffer
-        if len(buffer) != self._length:
-            buffer = buffer[:self._length]
-        for part in parts:
-            buffer.extend(part)
-        return TokenRun(buffer, len(buffer))
+        with _EXTENDING:
+            buffer = self._buffer
+            if len(buffer) != self._length:
+                buffer = buffer[:self._length]
+            for part in parts:
+                buffer.extend(part)
+            return TokenRun(buffer, len(buffer))
+
+    def first(self, count: int) -> "TokenRun":
+        """The first `count` items, as a run of the same buffer (no copy; `run[:count]` copies)."""
+        if not 0 <= count <= self._length:
+            raise IndexError(f"a run of {self._length} items has no first {count}")
+        return self if count == self._length else TokenRun(self._buffer, count)
+
+    def starts_with(self, other: Sequence[Any]) -> bool:
+        """Whether `other` is a run of this run's buffer no longer than it: then this run starts
+        with exactly `other`'s items (one check, no comparison of items)."""
+        return isinstance(other, TokenRun) and other._buffer is self._buffer and other._length <= self._length
 
     def __len__(self) -> int:
         return self._length
@@ -79,3 +97,8 @@ class TokenRun(Sequence[int]):
 
     def __repr__(self) -> str:
         return f"TokenRun({list(self)!r})" if self._length <= 16 else f"TokenRun(<{self._length} ids>)"
+
+
+def first(items: Sequence[Any], count: int) -> Sequence[Any]:
+    """`items[:count]`, as a run of the same buffer (no copy) when `items` is a run."""
+    return items.first(count) if isinstance(items, TokenRun) else items[:count]

@@ -65,7 +65,7 @@ import orjson
 from ..errors import RenderError
 from ..records import FinishReason, HistoryMode, SampleResult, Trace
 from .rendering import Message, ParsedReply, Renderer, message_key, normalize_message, normalize_messages
-from .tokens import TokenRun
+from .tokens import TokenRun, first
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class PromptPlan:
     parent: int | None
     drift: bool
     history_keys: Sequence[tuple[Any, ...]] = ()
-    request: tuple[Mapping[str, Any], ...] = ()
+    request: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ class TurnTree:
         self.incremental = incremental
         self._turns: list[Turn] = []
         self._with_children: set[int] = set()
-        self._requests: OrderedDict[int, tuple[Mapping[str, Any], ...]] = OrderedDict()
+        self._requests: OrderedDict[int, Sequence[Mapping[str, Any]]] = OrderedDict()
         self._renders: OrderedDict[bytes, str] = OrderedDict()
 
     def _render(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
@@ -199,12 +199,13 @@ class TurnTree:
     def plan(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> PromptPlan:
         """Build the prompt ids for a request, reusing sampled tokens of a matching earlier turn."""
         tools_key = _tools_key(tools)
-        request = tuple(messages)
+        request = messages if isinstance(messages, TokenRun) else tuple(messages)  # a run: a view, kept as is
         last = next((i for i in range(len(request) - 1, -1, -1) if _role(request[i]) == "assistant"), None)
         parent, earlier = (None, ()) if last is None or not self.incremental else \
             self._same_request(request, last, tools_key)
         if parent is not None:  # only the messages from the reply on are new
-            request = earlier + request[last:]  # one kept copy of the history: the earlier one
+            if not isinstance(request, TokenRun):  # a run holds the wire's known objects already
+                request = (*earlier, *request[last:])  # one kept copy of the history: the earlier one
             new = normalize_messages(request[last:])
             normalised = TokenRun.of(parent.messages).extended(new)  # the chain's buffer, no copy
             keys = TokenRun.of(parent.history_keys).extended(_keys(new))
@@ -229,16 +230,17 @@ class TurnTree:
         prompt = TokenRun.of(self._renderer.encode(self._render(normalised, tools)))
         return plan(prompt, parent=None, drift=parent is not None)
 
-    def _same_request(self, request: tuple[Mapping[str, Any], ...], last: int,
-                      tools_key: str) -> tuple[Turn | None, tuple[Mapping[str, Any], ...]]:
+    def _same_request(self, request: Sequence[Mapping[str, Any]], last: int,
+                      tools_key: str) -> tuple[Turn | None, Sequence[Mapping[str, Any]]]:
         """A recent turn whose request, as it arrived, is `request[:last]` and whose reply is
         `request[last]`, and that request; or (None, ()) (then `_find_parent` compares
         normalised keys). One C-level comparison, fastest when the wire handed the messages it
-        already knows over as the same objects (`known_history.py`)."""
+        already knows over as the same objects (`known_history.py`); none at all when both are
+        runs of one buffer (`tokens.TokenRun`: the wire extended the earlier request's run)."""
         reply_key = None
         for index, earlier in reversed(self._requests.items()):
             turn = self._turns[index]
-            if len(earlier) == last and turn.tools_key == tools_key and earlier == request[:last]:
+            if len(earlier) == last and turn.tools_key == tools_key and earlier == first(request, last):
                 reply_key = reply_key or message_key(normalize_message(request[last]))
                 if turn.reply_key == reply_key:
                     return turn, earlier

@@ -38,6 +38,7 @@ from .passthrough import ChatBackend
 from .rendering import ParsedReply, Renderer
 from .sampling import SamplingBackend, TokenCallback, routing_key
 from .sessions import Session, TurnStart
+from .tokens import TokenRun
 from .trajectory import PromptPlan, Turn
 
 
@@ -75,7 +76,7 @@ class PreparedTurn:
     params: SamplingParams
     tools: tuple[Mapping[str, Any], ...] | None
     exhausted: bool
-    messages: tuple[Mapping[str, Any], ...] = ()  # the request's internal messages, ids kept (`passthrough.py`)
+    messages: Sequence[Mapping[str, Any]] = ()  # the request's internal messages, ids kept (`passthrough.py`)
 
     @property
     def prompt_tokens(self) -> int:
@@ -142,7 +143,8 @@ def prepare_turn(
                                  limits_hit=("context_budget_tokens",) if exhausted or clamped else (),
                                  events=("context_budget_exhausted",) if exhausted else ()))
     return PreparedTurn(session=session, plan=plan, params=params,
-                        tools=tuple(tools) if tools else None, exhausted=exhausted, messages=tuple(messages))
+                        tools=tuple(tools) if tools else None, exhausted=exhausted,
+                        messages=messages if isinstance(messages, TokenRun) else tuple(messages))
 
 
 def _check_sample(sample: SampleResult) -> None:

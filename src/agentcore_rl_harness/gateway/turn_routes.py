@@ -22,6 +22,7 @@ from .known_history import NOTHING_KNOWN, Known
 from .messages import Message, WireError, check_history
 from .routing import ApiError, GatewayContext, check_nesting, parse_json, validated
 from .streaming import WireStream, stream_turn
+from .tokens import TokenRun
 from .turn import PreparedTurn, RequestedSampling, TurnResult, prepare_turn, sample_turn
 
 __all__ = ["SSE_HEADERS", "WireRequest", "prepared_turn", "read_turn_request", "sampled", "streamed"]
@@ -62,7 +63,7 @@ class WireRequest:
 
 
 def read_turn_request(context: GatewayContext, session: Any, source: bytes | Any,
-                      wire: WireRequest) -> tuple[Any, list[Message]]:
+                      wire: WireRequest) -> tuple[Any, Sequence[Message]]:
     """The validated request and its internal messages, history checked, from the body's bytes
     (or its parsed JSON). The messages this session's earlier requests on `wire` already checked
     and translated (`known_history.py`) are compared, not parsed (when their bytes are the
@@ -90,35 +91,36 @@ def read_turn_request(context: GatewayContext, session: Any, source: bytes | Any
         body, internal, bounds = _checked(context, wire, tail, known)
     raw = wire.messages(body)
     if isinstance(raw, list) and wire.usable(tail):
-        history.remember(wire.name, known, [*known.raw, *raw], internal, wire.plain,
+        history.remember(wire.name, known, TokenRun.of(known.raw).extended(raw), internal, wire.plain,
                          body=source if isinstance(source, bytes) else None, key=wire.key,
                          head=wire.head(tail), bounds=bounds)
     return body, internal
 
 
 def _checked(context: GatewayContext, wire: WireRequest, data: Any,
-             known: Known) -> tuple[Any, list[Message], list[int | None]]:
+             known: Known) -> tuple[Any, TokenRun, TokenRun]:
     """`data` (the request without its `known` messages) depth-checked, validated, translated and
     history-checked: the request, the internal messages of the whole request, and their bounds
-    (per count of raw messages, `known_history.py`)."""
+    (per count of raw messages, `known_history.py`); both runs extend the known ones in place
+    (`tokens.TokenRun`), so a turn costs its new messages only, however long the history."""
     check_nesting(data)
     body = validated(wire.model, data)
     raw = wire.messages(body)
     if known.count:
-        before = list(known.internal)
-        bounds: list[int | None] = list(known.bounds) if known.bounds is not None else list(range(known.count + 1))
+        before = TokenRun.of(known.internal)
+        bounds = TokenRun.of(known.bounds if known.bounds is not None else range(known.count + 1))
     else:
-        before = wire.head_internal(wire.head(data))
-        bounds = [len(before)]
+        before = TokenRun.of(wire.head_internal(wire.head(data)))
+        bounds = TokenRun.of([len(before)])
     added, ends = wire.translate(raw, known.count)  # Responses `input` may be one string
-    bounds += [None if end is None else end + len(before) for end in ends]
-    internal = [*before, *added]
+    bounds = bounds.extended([None if end is None else end + len(before) for end in ends])
+    internal = before.extended(added)
     if context.check_history and wire.usable(data):  # else the route checks what it assembles
         check_history(internal, result=wire.result, checked=len(known.internal))
     return body, internal, bounds
 
 
-def prepared_turn(context: GatewayContext, *, session: Any, messages: list[Message], tools: Any,
+def prepared_turn(context: GatewayContext, *, session: Any, messages: Sequence[Message], tools: Any,
                   requested: RequestedSampling) -> PreparedTurn:
     """Plan the turn (its history checked already)."""
     return prepare_turn(session=session, renderer=context.renderer, messages=messages, tools=tools,
