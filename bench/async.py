@@ -18,7 +18,7 @@ From each run's `train/steps.jsonl`:
 - final reward: mean training reward of the last third of the steps (noisy: few samples).
 
     HF_HUB_OFFLINE=1 nice -n 10 python bench/async.py [--steps 6] [--modes sync,overlap,async1,...] \\
-        [--model tiny|smollm2-135m-instruct] [--concurrency 8] [--min-group-fraction 0.5]
+        [--model tiny|smollm2-135m-instruct] [--concurrency 8]
 """
 
 from __future__ import annotations
@@ -75,7 +75,9 @@ MODES = {
     "async2": ["trainer.mode=async", "algo.max_staleness=2"],
     "async4": ["trainer.mode=async", "algo.max_staleness=4"],
     "async2drop": ["trainer.mode=async", "algo.max_staleness=2", "algo.stragglers=drop"],
-    "async2partial": ["trainer.mode=async", "algo.max_staleness=2", "algo.stragglers=partial"],
+    "async2partial": ["trainer.mode=async", "algo.max_staleness=2", "algo.stragglers=partial"],  # fraction 0.5
+    "async2partial75": ["trainer.mode=async", "algo.max_staleness=2", "algo.stragglers=partial",
+                        "algo.min_group_fraction=0.75"],
     "async4partial": ["trainer.mode=async", "algo.max_staleness=4", "algo.stragglers=partial"],
 }
 
@@ -94,7 +96,7 @@ def run_mode(root: Path, mode: str, args: argparse.Namespace) -> dict:
     out = root / f"run-{mode}"
     sets = [f"model={args.model}", "sampling.max_tokens=8", f"trainer.steps={args.steps}",
             f"trainer.batch_rows={args.batch_rows}", f"runtime.concurrency={args.concurrency}",
-            f"algo.group_size={args.samples}", f"algo.min_group_fraction={args.min_group_fraction}",
+            f"algo.group_size={args.samples}",
             f"trainer.checkpoint_every={args.steps}", "report.progress=off", "eval.timeout_s=600",
             *MODES[mode]]
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--agentcore-rl", "train",
@@ -140,8 +142,6 @@ def main() -> int:
     parser.add_argument("--median-s", type=float, default=0.5)
     parser.add_argument("--sigma", type=float, default=1.5)
     parser.add_argument("--cap-s", type=float, default=60.0)
-    parser.add_argument("--min-group-fraction", type=float, default=0.5,
-                        help="algo.min_group_fraction of the *partial modes")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--model", default="tiny",
                         help="the policy: `tiny` (an update costs ~0.1 s, so 'trainer busy' stays low in "
@@ -163,8 +163,7 @@ def main() -> int:
     stop.set()
     base = next((r for r in results if r["mode"] == "sync"), results[0])
     print(f"model {args.model}; {args.steps} steps x {args.batch_rows} rows x {args.samples} samples per mode "
-          f"({args.steps * args.batch_rows * args.samples} samples; partial modes: min_group_fraction "
-          f"{args.min_group_fraction}); tool wait "
+          f"({args.steps * args.batch_rows * args.samples} samples); tool wait "
           f"lognormal(median {args.median_s} s, sigma {args.sigma}, cap {args.cap_s} s); concurrency "
           f"{args.concurrency}; load average {min(seen):.1f}-{max(seen):.1f} (mean {sum(seen) / len(seen):.1f})")
     print("| mode | trained samples | training wall s | trainer busy | samples/min | vs sync | "

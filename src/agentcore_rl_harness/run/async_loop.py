@@ -16,6 +16,7 @@ resumed run reads to train every rollout at most once. The sync loop is `trainin
 from __future__ import annotations
 
 import concurrent.futures
+import operator
 import statistics
 import time
 from collections import deque
@@ -194,7 +195,7 @@ class AsyncTrainingLoop:
         update would leave more than K behind joins it instead (waiting cannot make it fresher).
         Under `partial` a live group with enough finished samples counts as ready, after the
         complete ones: it fills the batch, or joins it rather than be left too far behind."""
-        by_launch = lambda group: group.launch  # noqa: E731
+        by_launch = operator.attrgetter("launch")
         ready = sorted(self.ready, key=by_launch)
         if self.plan.stragglers == "partial":
             fraction = self.plan.min_group_fraction
