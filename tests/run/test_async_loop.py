@@ -243,6 +243,7 @@ def test_partial_policy_stops_the_stragglers_it_cuts_so_their_slots_start_new_gr
     assert lines[0]["rollouts_cut"] == [f"{lines[0]['groups_trained'][0]}/3"]
     assert [len(group.samples) for step in trainer.steps for group in step] == [3, 4, 4]
     assert rollouts.most_live <= 4
+    rollouts.loop.close()
 
 
 def test_partial_policy_prefers_complete_groups_and_cuts_one_before_it_falls_more_than_k_behind(tmp_path):
