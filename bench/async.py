@@ -5,15 +5,20 @@ sleep inside the agent's session: median `--median-s`, sigma `--sigma`; sigma 2 
 the median), then asks the model again with the tool's result; reward 1 when the final reply has
 an even length. Each mode is one `pytest --agentcore-rl train` subprocess (tiny model, local
 runtime, real gateway and trainer) training the same number of samples (steps x batch_rows x
-samples). From each run's `train/steps.jsonl`:
+samples): `algo.group_size` is set explicitly, so `recipe=auto` keeps it in every mode (sync
+training would otherwise double it after uninformative steps). Modes that drop (`stragglers=drop`)
+or cut (`stragglers=partial`) samples train fewer, and say how many; `stragglers=wait` may train a
+group more in a step than `batch_rows` (a group it would otherwise leave more than K behind).
+From each run's `train/steps.jsonl`:
 
 - trainer busy: the updates' wall time over the training's wall time (the steps' totals);
 - trained samples per minute of training wall time (the rollouts the steps trained);
 - staleness: trained samples by lag in versions (async: per sample; sync modes: `staleness_max`);
+- dropped / cut: samples dropped as more than K behind / stragglers cut from partial groups;
 - final reward: mean training reward of the last third of the steps (noisy: few samples).
 
     HF_HUB_OFFLINE=1 nice -n 10 python bench/async.py [--steps 6] [--modes sync,overlap,async1,...] \\
-        [--model tiny|smollm2-135m-instruct]
+        [--model tiny|smollm2-135m-instruct] [--concurrency 8]
 """
 
 from __future__ import annotations
@@ -70,6 +75,10 @@ MODES = {
     "async2": ["trainer.mode=async", "algo.max_staleness=2"],
     "async4": ["trainer.mode=async", "algo.max_staleness=4"],
     "async2drop": ["trainer.mode=async", "algo.max_staleness=2", "algo.stragglers=drop"],
+    "async2partial": ["trainer.mode=async", "algo.max_staleness=2", "algo.stragglers=partial"],  # fraction 0.5
+    "async2partial75": ["trainer.mode=async", "algo.max_staleness=2", "algo.stragglers=partial",
+                        "algo.min_group_fraction=0.75"],
+    "async4partial": ["trainer.mode=async", "algo.max_staleness=4", "algo.stragglers=partial"],
 }
 
 
@@ -87,6 +96,7 @@ def run_mode(root: Path, mode: str, args: argparse.Namespace) -> dict:
     out = root / f"run-{mode}"
     sets = [f"model={args.model}", "sampling.max_tokens=8", f"trainer.steps={args.steps}",
             f"trainer.batch_rows={args.batch_rows}", f"runtime.concurrency={args.concurrency}",
+            f"algo.group_size={args.samples}",
             f"trainer.checkpoint_every={args.steps}", "report.progress=off", "eval.timeout_s=600",
             *MODES[mode]]
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--agentcore-rl", "train",
@@ -113,6 +123,7 @@ def run_mode(root: Path, mode: str, args: argparse.Namespace) -> dict:
     return {"mode": mode, "steps": len(steps), "trained": trained, "wall_s": wall, "busy": train / wall,
             "per_min": 60 * trained / wall, "lags": dict(sorted(lags.items())),
             "dropped": sum(s.get("async", {}).get("dropped_stale", 0) for s in steps),
+            "cut": sum(s.get("async", {}).get("cut_stragglers", 0) for s in steps),
             "paced": sum(s.get("async", {}).get("paced_starts", 0) for s in steps),
             "reward": sum(rewards) / len(rewards) if rewards else None, "process_s": time.monotonic() - started}
 
@@ -139,6 +150,9 @@ def main() -> int:
     args = parser.parse_args()
     stop, seen = threading.Event(), [os.getloadavg()[0]]
     threading.Thread(target=sample_load, args=(stop, seen), daemon=True).start()
+    unknown = [mode for mode in args.modes.split(",") if mode not in MODES]
+    if unknown:
+        parser.error(f"--modes: unknown {unknown}; valid: {','.join(MODES)}")
     results = []
     with tempfile.TemporaryDirectory(prefix="arl-bench-async-") as folder:
         root = Path(folder)
@@ -148,17 +162,24 @@ def main() -> int:
             print(f"{mode}: done in {results[-1]['process_s']:.0f}s", file=sys.stderr)
     stop.set()
     base = next((r for r in results if r["mode"] == "sync"), results[0])
-    print(f"model {args.model}; {args.steps} steps x {args.batch_rows} rows x {args.samples} samples per mode; tool wait "
+    print(f"model {args.model}; {args.steps} steps x {args.batch_rows} rows x {args.samples} samples per mode "
+          f"({args.steps * args.batch_rows * args.samples} samples); tool wait "
           f"lognormal(median {args.median_s} s, sigma {args.sigma}, cap {args.cap_s} s); concurrency "
           f"{args.concurrency}; load average {min(seen):.1f}-{max(seen):.1f} (mean {sum(seen) / len(seen):.1f})")
     print("| mode | trained samples | training wall s | trainer busy | samples/min | vs sync | "
-          "staleness (lag: samples) | dropped | paced starts | final reward |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "staleness (lag: samples) | dropped | cut | paced starts | final reward |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         lags = ", ".join(f"{lag}: {n}" for lag, n in r["lags"].items())
         reward = "n/a" if r["reward"] is None else f"{r['reward']:.3f}"
         print(f"| {r['mode']} | {r['trained']} | {r['wall_s']:.1f} | {100 * r['busy']:.0f}% | {r['per_min']:.1f} | "
-              f"{r['per_min'] / base['per_min']:.2f}x | {lags} | {r['dropped']} | {r['paced']} | {reward} |")
+              f"{r['per_min'] / base['per_min']:.2f}x | {lags} | {r['dropped']} | {r['cut']} | {r['paced']} | "
+              f"{reward} |")
+    nominal = args.steps * args.batch_rows * args.samples
+    off = [f"{r['mode']} {r['trained']}" for r in results if r["trained"] != nominal]
+    print(f"trained samples: {nominal} in every mode" if not off else
+          f"trained samples: {nominal} nominal; off it: {', '.join(off)} (dropped / cut samples, failed rollouts "
+          "left out of their groups, or groups a `wait` step took beyond batch_rows)")
     return 0
 
 

@@ -2,6 +2,7 @@ import pytest
 
 from agentcore_rl_harness.config import compose_config, default_config_source
 from agentcore_rl_harness.errors import ConfigError
+from agentcore_rl_harness.run.training import TrainPlan
 
 
 def test_packaged_defaults_are_the_embedded_default():
@@ -37,7 +38,10 @@ def test_overrides_reach_typed_nodes():
         ("sampling.temperature=hot", "sampling.temperature must be float"),
         ("runtime.kind=bogus", "valid choices: ['local', 'agentcore']"),
         ("trainer.mode=asinc", "trainer.mode='asinc' is not a training mode; valid choices: ['sync', 'async']"),
-        ("algo.stragglers=skip", "algo.stragglers='skip' is not a straggler policy; valid choices: ['wait', 'drop']"),
+        ("algo.stragglers=skip",
+         "algo.stragglers='skip' is not a straggler policy; valid choices: ['wait', 'drop', 'partial']"),
+        ("algo.min_group_fraction=0", "algo.min_group_fraction=0.0 must be in (0, 1]"),
+        ("algo.min_group_fraction=1.5", "algo.min_group_fraction=1.5 must be in (0, 1]"),
         ("algo.max_staleness=-1", "algo.max_staleness=-1 must be >= 0"),
     ],
 )
@@ -50,6 +54,9 @@ def test_bad_overrides_name_the_problem(override, message):
 def test_async_mode_keys_reach_the_loop_and_async_refuses_overlap_rollouts():
     loop = compose_config(["trainer.mode=async", "algo.max_staleness=3", "algo.stragglers=drop"]).typed.trainer.loop
     assert (loop.mode, loop.max_staleness, loop.stragglers) == ("async", 3, "drop")
+    config = compose_config(["trainer.mode=async", "algo.stragglers=partial", "algo.min_group_fraction=0.75"])
+    plan = TrainPlan.from_config(config.typed)
+    assert (plan.stragglers, plan.min_group_fraction) == ("partial", 0.75)
     with pytest.raises(ConfigError, match="trainer.mode=async already overlaps rollouts with updates; set "
                                           r"trainer.overlap_rollouts=false \(or trainer.mode=sync\)"):
         compose_config(["trainer.mode=async", "trainer.overlap_rollouts=true"])

@@ -52,7 +52,8 @@ def test_training_that_learns_nothing_says_so_and_a_reward_bug_is_a_task_error(p
         assert step["constant_groups"] == 2 and step["groups_total"] == 2
     report = json.loads((run / "report.json").read_text())
     assert report["training"] == {"steps": 2, "effective_steps": 0, "informative_group_fraction": 0.0,
-                                  "trained_tokens": 0, "dropped_stale": None}  # None: not async
+                                  "trained_tokens": 0, "dropped_stale": None,
+                                  "cut_stragglers": None}  # None: not async
     markdown = (run / "report.md").read_text().splitlines()
     assert markdown[2].startswith("> **WARNING** TRAINING CHANGED NOTHING: 0 of 2 steps")
     assert "TRAINING CHANGED NOTHING" in (run / "report.html").read_text()

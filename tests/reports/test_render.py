@@ -64,6 +64,22 @@ def test_markdown_shows_each_steps_weight_sync_time():
     assert "| 2 | 0.500 | n/a | n/a | n/a | 0 | n/a |" in text  # nothing trained: nothing synced
 
 
+def test_markdown_and_json_count_async_drops_and_stragglers_cut_from_partial_groups():
+    def line(step, dropped, cut):
+        return {"step": step, "reward_mean": 0.5, "trained_tokens": 12,
+                "async": {"dropped_stale": dropped, "cut_stragglers": cut, "paced_starts": 1,
+                          "staleness": {"0": 4, "1": 2}}}
+
+    report = build_report(
+        run_id="r", mode="run", config={"model": {"name": "tiny"}}, overrides=[], versions={}, git_sha=None,
+        started_at="", wall_time_s=1.0, rollouts=[make_rollout("r0", phase="post")], item_phase="post",
+        train_steps=[line(1, 0, 2), line(2, 1, 3)])
+    assert [step.cut_stragglers for step in report.train] == [2, 3]
+    assert (report.training.dropped_stale, report.training.cut_stragglers) == (1, 5)
+    assert ("Async training: 1 samples dropped as stale, 5 stragglers cut from partial groups (never trained), "
+            "2 group starts paced; trained samples by staleness (versions behind): 0: 8, 1: 4") in render_markdown(report)
+
+
 def _details(case):
     return dict(line.split(": ", 1) for line in case.find("system-out").text.splitlines())
 

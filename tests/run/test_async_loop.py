@@ -15,8 +15,11 @@ from run_fakes import RecordingTrainer, make_spec, said_four
 from agentcore_rl_harness.records import SessionOutcome, Status, Trace, Usage
 from agentcore_rl_harness.run.async_loop import AsyncTrainingLoop
 from agentcore_rl_harness.run.cases import Episode
+from agentcore_rl_harness.run.loop import LoopThread
 from agentcore_rl_harness.run.scoring import Scorer
+from agentcore_rl_harness.run.staleness import partial_ready
 from agentcore_rl_harness.run.training import TrainPlan
+from agentcore_rl_harness.trainers.grpo import build_batch
 
 
 class Rollouts:
@@ -39,6 +42,9 @@ class Rollouts:
     def _run(self, case):
         first = self.trainer.policy_version
         time.sleep(self.duration(case))
+        return self._episode(case, first)
+
+    def _episode(self, case, first):
         last = self.trainer.policy_version
         with self.lock:
             self.live -= 1
@@ -49,16 +55,51 @@ class Rollouts:
                        usage=Usage(), outcome=SessionOutcome(Status.COMPLETED, {"reply": reply}, None, 0.0))
 
 
+class Sessions(Rollouts):
+    """`submit` like the harness's: a coroutine on an event loop (cancelling its future stops it)."""
+
+    def __init__(self, trainer, duration):
+        super().__init__(trainer, duration)
+        self.loop = LoopThread("test-sessions")
+        self.cancelled = []  # (group launch, sample index) of each session stopped
+
+    def submit(self, case):
+        with self.lock:
+            self.started.append((case.step, len(self.trainer.steps)))
+        return self.loop.submit(self._session(case))
+
+    async def _session(self, case):  # live from its start on the loop, as a runtime's session slot
+        with self.lock:
+            self.live += 1
+            self.most_live = max(self.most_live, self.live)
+        first = self.trainer.policy_version
+        try:
+            await asyncio.sleep(self.duration(case))
+        except asyncio.CancelledError:
+            with self.lock:
+                self.live -= 1
+                self.cancelled.append((case.step, case.sample_index))
+            raise
+        return self._episode(case, first)
+
+
 def _run(tmp_path, *, duration, steps=4, batch_rows=2, max_staleness=1, stragglers="wait", concurrency=8,
-         update_s=0.05, train_rows=6):
-    spec = make_spec(tmp_path, samples=2, rewards=[said_four], train=train_rows, test=0)
+         update_s=0.05, train_rows=6, samples=2, min_group_fraction=0.5, sessions=Rollouts, scored=None):
+    spec = make_spec(tmp_path, samples=samples, rewards=[said_four], train=train_rows, test=0)
     trainer = RecordingTrainer()
-    rollouts = Rollouts(trainer, duration)
+    rollouts = sessions(trainer, duration)
     scorer = Scorer(run_id="run", call=lambda f, *a, **k: f(*a, **k), fixtures=dict)
+
+    def score(case, episode):
+        if scored is not None:
+            scored.append((case.step, case.sample_index))
+        return scorer.score(case, episode)
+
     plan = TrainPlan(steps=steps, batch_rows=batch_rows, group_size=None, checkpoint_every=2, seed=1,
-                     mode="async", max_staleness=max_staleness, stragglers=stragglers)
+                     mode="async", max_staleness=max_staleness, stragglers=stragglers,
+                     min_group_fraction=min_group_fraction)
     said = []
-    loop = AsyncTrainingLoop(plan=plan, specs=[spec], submit=rollouts.submit, score=scorer.score, trainer=trainer,
+    loop = AsyncTrainingLoop(plan=plan, specs=[spec], submit=rollouts.submit, score=score, trainer=trainer,
                              run_dir=tmp_path / "run", write=said.append, concurrency=concurrency)
     pool = concurrent.futures.ThreadPoolExecutor(1)
 
@@ -139,6 +180,105 @@ def test_wait_policy_trains_a_complete_group_it_would_leave_too_far_behind_inste
     assert sum(line["async"]["dropped_stale"] for line in lines) == 0
     for line in lines:
         assert all(int(lag) <= 2 for lag in line["async"]["staleness"])
+
+
+def _sample_keys(trainer):
+    return [sample.rollout_key for step in trainer.steps for group in step for sample in group.samples]
+
+
+def _launch(group_id):
+    return int(group_id.rsplit("/", 1)[1])
+
+
+@pytest.mark.parametrize(("finished", "size", "fraction", "ready"), [
+    (2, 4, 0.5, True), (1, 4, 0.5, False), (2, 4, 0.75, False), (3, 4, 0.75, True), (4, 4, 0.5, False),
+    (1, 2, 0.5, False), (2, 3, 0.5, True), (2, 3, 0.1, True), (1, 3, 0.1, False), (8, 16, 0.5, True),
+])
+def test_a_group_trains_partially_only_with_at_least_the_fraction_and_two_finished(finished, size, fraction,
+                                                                                   ready):
+    # complete groups are simply ready; fewer than 2 samples give GRPO no baseline
+    assert partial_ready(finished=finished, size=size, min_fraction=fraction) is ready
+
+
+def test_partial_policy_trains_a_groups_finished_samples_and_never_its_late_straggler(tmp_path):
+    # K=1, one row a step, groups of 4 needing 3 samples: group 1's sample 3 takes 0.8 s, group 2
+    # ends at 0.1 s. Group 1 trains its 3 finished samples (step 1, or step 2 after group 2 if the
+    # machine is slow) instead of waiting; sample 3 (a thread: it cannot be stopped) ends later, is
+    # recorded, and is never trained.
+    scored = []
+    durations = {(1, 3): 0.8, (2, 0): 0.1, (2, 1): 0.1, (2, 2): 0.1, (2, 3): 0.1}
+    lines, trainer, _, said = _run(
+        tmp_path, duration=lambda c: durations.get((c.step, c.sample_index), 0.01), samples=4, steps=4,
+        batch_rows=1, max_staleness=1, stragglers="partial", min_group_fraction=0.75, update_s=0.3,
+        scored=scored)
+    assert sorted(_launch(line["groups_trained"][0]) for line in lines[:2]) == [1, 2]
+    assert all(len(line["groups_trained"]) == 1 for line in lines)
+    index = next(i for i, line in enumerate(lines) if _launch(line["groups_trained"][0]) == 1)
+    line, group_1 = lines[index], lines[index]["groups_trained"][0]
+    assert (line["async"]["cut_stragglers"], line["async"]["partial_groups"]) == (1, 1)
+    assert line["rollouts_cut"] == [f"{group_1}/3"] and line["rollouts"] == 3
+    assert [other["async"]["cut_stragglers"] for other in lines] == [int(other is line) for other in lines]
+    partial, = trainer.steps[index]
+    assert [sample.rollout_key for sample in partial.samples] == [f"{group_1}/{i}" for i in range(3)]
+    # GRPO's baseline is the mean of the samples present (rewards 0, 1, 0), not of four
+    items, _ = build_batch([partial], normalize_std=False)
+    assert {item.rollout_key: round(item.advantage, 6) for item in items} == {
+        f"{group_1}/0": round(-1 / 3, 6), f"{group_1}/1": round(2 / 3, 6), f"{group_1}/2": round(-1 / 3, 6)}
+    assert (1, 3) in scored  # the straggler ended during the run and was recorded ...
+    keys = _sample_keys(trainer)
+    assert f"{group_1}/3" not in keys and len(keys) == len(set(keys)) == 3 + 4 + 4 + 4  # ... never trained
+    assert any("1 stragglers cut from 1 partial group," in text for text in said)
+
+
+def test_partial_policy_stops_the_stragglers_it_cuts_so_their_slots_start_new_groups(tmp_path):
+    # one group fits the runtime's 4 slots; sample 3 of group 1 would run 30 s. Cut, it is cancelled
+    # (the harness's futures stop the session), never scored, and the next groups start at once.
+    scored = []
+    started = time.monotonic()
+    lines, trainer, rollouts, _ = _run(
+        tmp_path, duration=lambda c: 30.0 if (c.step, c.sample_index) == (1, 3) else 0.01, samples=4, steps=3,
+        batch_rows=1, max_staleness=1, stragglers="partial", min_group_fraction=0.75, concurrency=4,
+        update_s=0.2, sessions=Sessions, scored=scored)
+    assert time.monotonic() - started < 20  # the straggler would have run 30 s
+    assert rollouts.cancelled == [(1, 3)] and (1, 3) not in scored
+    assert lines[0]["rollouts_cut"] == [f"{lines[0]['groups_trained'][0]}/3"]
+    assert [len(group.samples) for step in trainer.steps for group in step] == [3, 4, 4]
+    assert rollouts.most_live <= 4
+    rollouts.loop.close()
+
+
+def test_partial_policy_prefers_complete_groups_and_cuts_one_before_it_falls_more_than_k_behind(tmp_path):
+    # K=2, one row a step. Group 1 has 2 of 4 samples at 0.2 s (enough at 0.5), the others take 2 s;
+    # group 3 is complete at 0.1 s. Step 2 takes group 3 although group 1 started first; step 3
+    # (version 2) would leave group 1 three versions behind: its two finished samples join it.
+    durations = {(1, 0): 0.2, (1, 1): 0.2, (1, 2): 2.0, (1, 3): 2.0}
+    lines, trainer, _, _ = _run(
+        tmp_path, duration=lambda c: durations.get((c.step, c.sample_index), 0.1 if c.step == 3 else 0.01),
+        samples=4, steps=4, batch_rows=1, max_staleness=2, stragglers="partial", update_s=0.3, concurrency=12)
+    assert [sorted(_launch(g) for g in line["groups_trained"]) for line in lines][:3] == [[2], [3], [1, 4]]
+    assert [line["async"]["cut_stragglers"] for line in lines[1:3]] == [0, 2]
+    group_1 = next(g for g in lines[2]["groups_trained"] if _launch(g) == 1)
+    assert lines[2]["rollouts_cut"] == [f"{group_1}/2", f"{group_1}/3"]
+    assert lines[2]["wall_time_s"]["total"] < 1.5  # did not wait for the stragglers
+    assert sorted(len(group.samples) for group in trainer.steps[2]) == [2, 4]
+    for line in lines:
+        assert all(int(lag) <= 2 for lag in line["async"]["staleness"])
+
+
+def test_partial_policy_waits_like_wait_until_a_group_has_enough_then_trains_what_finished(tmp_path):
+    # K=1: group 1 has 1 of 4 samples at once, a 2nd at 0.5 s, the last two at 1.5 s. Step 2 would
+    # leave it 2 versions behind; with too few samples to train it waits (as `wait` does), and at
+    # 0.5 s trains group 1's two finished samples beside group 3 rather than wait for the others.
+    durations = {0: 0.01, 1: 0.5, 2: 1.5, 3: 1.5}
+    lines, trainer, _, _ = _run(
+        tmp_path, duration=lambda c: durations[c.sample_index] if c.step == 1 else 0.01, samples=4, steps=3,
+        batch_rows=1, max_staleness=1, stragglers="partial", update_s=0.2)
+    assert [sorted(_launch(g) for g in line["groups_trained"]) for line in lines][:2] == [[2], [1, 3]]
+    assert 0.15 < lines[1]["async"]["straggler_wait_s"] and lines[1]["wall_time_s"]["total"] < 1.4
+    assert lines[1]["async"]["cut_stragglers"] == 2 and lines[1]["async"]["partial_groups"] == 1
+    for line in lines:
+        assert all(int(lag) <= 1 for lag in line["async"]["staleness"]) and line["async"]["dropped_stale"] == 0
+    assert sorted(len(group.samples) for group in trainer.steps[1]) == [2, 4]
 
 
 def test_starts_are_paced_so_sampling_runs_at_most_k_steps_ahead(tmp_path):

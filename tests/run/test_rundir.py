@@ -1,5 +1,6 @@
 """`run/rundir.py`: nothing on disk until the first rollout; resume keeps what was finished."""
 
+import dataclasses
 import json
 
 import pytest
@@ -9,6 +10,7 @@ from run_fakes import FAST
 from agentcore_rl_harness.errors import HarnessError
 from agentcore_rl_harness.records import Rollout, Status, Usage
 from agentcore_rl_harness.run.rundir import RunDir
+from agentcore_rl_harness.run.staleness import next_launch
 
 
 def _rollout(row_id, phase="eval", step=None, status=Status.COMPLETED):
@@ -84,3 +86,27 @@ def test_an_attached_worker_reads_the_owners_directory_and_writes_nothing(tmp_pa
     assert [json.loads(line)["row_id"] for line in lines] == ["r2"] and worker.store.drain() == []
     assert worker.close() == []
     assert {p.name: p.read_bytes() for p in owner.path.iterdir()} == before
+
+
+def test_resuming_async_partial_training_keeps_a_trained_partial_group_and_its_late_straggler(tmp_path):
+    # step 1 (in checkpoint step-00001) trained group 1 without sample 2, which was recorded later;
+    # step 2 (after the checkpoint) trained group 2; group 3 was never trained
+    def member(launch, index):
+        return dataclasses.replace(_rollout(f"r{launch}", "train", step=launch), sample_index=index,
+                                   group_id=f"toy/r{launch}/train/{launch}")
+
+    path = _stopped_run(tmp_path, [member(1, 0), member(1, 1), member(2, 0), member(2, 1), member(3, 0),
+                                   member(1, 2)])
+    (path / "checkpoints" / "step-00001").mkdir(parents=True)
+    (path / "train").mkdir()
+    lines = [{"step": 1, "groups_trained": ["toy/r1/train/1"], "rollouts_cut": ["toy/r1/train/1/2"]},
+             {"step": 2, "groups_trained": ["toy/r2/train/2"], "rollouts_cut": []}]
+    (path / "train" / "steps.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    rundir = RunDir.resume(mode="run", run_dir=path, overrides=[*FAST, "trainer.mode=async",
+                                                                  "algo.stragglers=partial"])
+    reloaded = rundir.reload()
+    assert [(r.step, r.sample_index) for r in reloaded.rollouts] == [(1, 0), (1, 1), (1, 2)]
+    assert reloaded.start_step == 1 and reloaded.train_steps == lines[:1]
+    assert len((path / "rollouts.discarded.jsonl").read_text().splitlines()) == 3  # groups 2 and 3
+    assert next_launch(rundir.resumed) == 4  # new groups never join (or retrain) a recorded one
+    rundir.close()

@@ -290,6 +290,8 @@ def training_summary(train_steps: Sequence[dict[str, Any]]) -> TrainingSummary:
         trained_tokens=sum(int(line.get("trained_tokens") or 0) for line in train_steps),
         dropped_stale=sum(line["async"]["dropped_stale"] for line in train_steps)
         if any("async" in line for line in train_steps) else None,
+        cut_stragglers=sum(line["async"].get("cut_stragglers", 0) for line in train_steps)
+        if any("async" in line for line in train_steps) else None,
     )
 
 
@@ -299,4 +301,4 @@ def _async_counts(line: dict[str, Any]) -> dict[str, Any]:
     if not counters:
         return {}
     return {"dropped_stale": counters["dropped_stale"], "paced_starts": counters["paced_starts"],
-            "staleness": counters["staleness"]}
+            "cut_stragglers": counters.get("cut_stragglers", 0), "staleness": counters["staleness"]}

@@ -94,8 +94,10 @@ def _train_section(report: Report) -> list[str]:
         for step in async_steps:
             for lag, count in (step.staleness or {}).items():
                 lags[lag] = lags.get(lag, 0) + count
+        cut = sum(s.cut_stragglers or 0 for s in async_steps)
+        cut_text = f", {cut} stragglers cut from partial groups (never trained)" if cut else ""
         lines += ["", f"Async training: {sum(s.dropped_stale or 0 for s in async_steps)} samples dropped as "
-                  f"stale, {sum(s.paced_starts or 0 for s in async_steps)} group starts paced; trained "
+                  f"stale{cut_text}, {sum(s.paced_starts or 0 for s in async_steps)} group starts paced; trained "
                   "samples by staleness (versions behind): "
                   + ", ".join(f"{lag}: {lags[lag]}" for lag in sorted(lags, key=int))]
     return lines

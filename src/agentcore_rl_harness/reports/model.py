@@ -119,6 +119,9 @@ class TrainStep(BaseModel):
     dropped_stale: int | None = Field(
         default=None, description="trainer.mode=async: samples more than algo.max_staleness versions behind, "
                                   "dropped from their group (None in sync mode).")
+    cut_stragglers: int | None = Field(
+        default=None, description="algo.stragglers=partial: unfinished samples of the step's partial groups, "
+                                  "stopped and never trained (None in sync mode).")
     paced_starts: int | None = Field(
         default=None, description="trainer.mode=async: group starts that waited for the staleness bound.")
     staleness: dict[str, int] | None = Field(
@@ -145,6 +148,8 @@ class TrainingSummary(BaseModel):
     trained_tokens: int = Field(description="Tokens that entered the loss over all steps.")
     dropped_stale: int | None = Field(
         default=None, description="trainer.mode=async: samples dropped as too stale over all steps.")
+    cut_stragglers: int | None = Field(
+        default=None, description="algo.stragglers=partial: stragglers cut from partial groups over all steps.")
 
 
 class Outcome(BaseModel):

@@ -4,7 +4,8 @@ Groups (one train row x `group_size` samples) are started continuously, up to
 `runtime.concurrency` rollouts at once and paced by the staleness bound (`staleness.py`). Each
 rollout is scored and recorded as it ends; a group is ready when all its samples are. An update
 starts as soon as `batch_rows` groups are ready (the oldest-launched first) and runs while
-rollouts go on: the sampler takes the new weights between turns, and each turn records the
+rollouts go on (under `algo.stragglers=partial` a group with enough finished samples fills a batch
+that would otherwise wait for stragglers; its unfinished samples are stopped, never trained): the sampler takes the new weights between turns, and each turn records the
 version that sampled it, so the loss's per-token importance ratios use the right logprobs.
 
 A train rollout's `step` is its group's launch number (from 1, as steps are; its group id ends in
@@ -15,6 +16,7 @@ resumed run reads to train every rollout at most once. The sync loop is `trainin
 from __future__ import annotations
 
 import concurrent.futures
+import operator
 import statistics
 import time
 from collections import deque
@@ -32,7 +34,7 @@ from ..trainers.grpo import EXCLUDED_STATUSES as EXCLUDED
 from ..trainers.grpo import build_batch, training_reward
 from .cases import Case, Episode
 from .learning_signal import idle_warning, step_signal
-from .staleness import blocking_straggler, may_start, split_stale
+from .staleness import blocking_straggler, may_start, partial_ready, split_stale
 from .step_lines import stopped_in_update, update_start_line
 from .training import RowSchedule, TrainPlan, build_groups, checkpoint_name
 
@@ -51,6 +53,11 @@ class _Group:
     @property
     def complete(self) -> bool:
         return len(self.rollouts) == len(self.cases)
+
+    @property
+    def usable(self) -> int:
+        """Finished samples the trainer can take (not timeout, agent_error, ...)."""
+        return sum(1 for rollout in self.rollouts.values() if rollout.status not in EXCLUDED)
 
 
 @dataclass
@@ -93,6 +100,7 @@ class AsyncTrainingLoop:
             self.schedule.take(1)
         self.live: dict[int, _Group] = {}  # started, not yet complete
         self.ready: deque[_Group] = deque()  # complete, not yet trained
+        self.cut: list[tuple[Case, concurrent.futures.Future[Episode]]] = []  # stragglers stopped, not yet ended
         self.counters = _Counters()
         self.idle_streak = 0
 
@@ -136,7 +144,7 @@ class AsyncTrainingLoop:
     def _start_groups(self, version: int, *, training: int) -> None:
         group_size = self.plan.group_of(self.specs)
         while True:
-            in_flight = sum(1 for g in self.live.values() for f in g.futures if not f.done())
+            in_flight = len(self._running())
             needed = (self.plan.steps - self.step) * self.plan.batch_rows - training
             outstanding = len(self.live) + len(self.ready)
             if (in_flight and in_flight + group_size > self.concurrency) or outstanding >= needed:
@@ -159,8 +167,18 @@ class AsyncTrainingLoop:
             self.counters.paced += 1
             self.counters.held = False
 
+    def _running(self) -> list[concurrent.futures.Future[Episode]]:
+        """Rollouts not ended yet, stopped stragglers included (they hold a session until they end)."""
+        return ([f for g in self.live.values() for f in g.futures if not f.done()]
+                + [f for _, f in self.cut if not f.done()])
+
     def _collect(self) -> None:
-        """Score each rollout that ended (its record is written now); complete groups are ready."""
+        """Score each rollout that ended (its record is written now); complete groups are ready. A
+        stopped straggler that ended anyway is scored and recorded too, never trained."""
+        for case, future in [pair for pair in self.cut if pair[1].done()]:
+            self.cut.remove((case, future))
+            if not future.cancelled():
+                self.score(case, future.result())
         for launch, group in list(self.live.items()):
             for index, future in enumerate(group.futures):
                 if index not in group.rollouts and future.done():
@@ -174,23 +192,37 @@ class AsyncTrainingLoop:
     def _next_batch(self) -> list[_Group] | None:
         """The `batch_rows` ready groups launched first, unless the straggler policy says wait.
         Under `wait` only a live group holds an update back (it will finish); a ready group the
-        update would leave more than K behind joins it instead (waiting cannot make it fresher)."""
-        if len(self.ready) < self.plan.batch_rows:
+        update would leave more than K behind joins it instead (waiting cannot make it fresher).
+        Under `partial` a live group with enough finished samples counts as ready, after the
+        complete ones: it fills the batch, or joins it rather than be left too far behind."""
+        by_launch = operator.attrgetter("launch")
+        ready = sorted(self.ready, key=by_launch)
+        if self.plan.stragglers == "partial":
+            fraction = self.plan.min_group_fraction
+            ready += sorted((g for g in self.live.values()
+                             if partial_ready(finished=g.usable, size=len(g.cases), min_fraction=fraction)),
+                            key=by_launch)
+        if len(ready) < self.plan.batch_rows:
             return None
-        ready = sorted(self.ready, key=lambda group: group.launch)
         batch = ready[: self.plan.batch_rows]
-        if self.plan.stragglers == "wait":
-            version, bound = self.trainer.policy_version, self.plan.max_staleness
-            batch += [g for g in ready[self.plan.batch_rows:]
-                      if blocking_straggler([g.version], version=version, max_staleness=bound) is not None]
-            if blocking_straggler([g.version for g in self.live.values()], version=version,
-                                  max_staleness=bound) is not None:
-                return None
+        if self.plan.stragglers == "drop":
+            return batch
+        version, bound = self.trainer.policy_version, self.plan.max_staleness
+        batch += [g for g in ready[self.plan.batch_rows:]
+                  if blocking_straggler([g.version], version=version, max_staleness=bound) is not None]
+        taken = {g.launch for g in batch}
+        if blocking_straggler([g.version for g in self.live.values() if g.launch not in taken], version=version,
+                              max_staleness=bound) is not None:
+            return None
         return batch
 
     def _begin(self, batch: list[_Group], update: Update):
+        cut: list[Case] = []
         for group in batch:
-            self.ready.remove(group)
+            if group.complete:
+                self.ready.remove(group)
+            else:
+                cut += self._cut(group)
         version = self.trainer.policy_version
         rollouts = [group.rollouts[i] for group in batch for i in sorted(group.rollouts)]
         kept, dropped, histogram = split_stale(rollouts, version=version, max_staleness=self.plan.max_staleness)
@@ -199,9 +231,22 @@ class AsyncTrainingLoop:
         self.write(update_start_line(step=self.step + 1, steps=self.plan.steps, groups_used=stats.groups_used,
                                      groups_total=stats.groups_total, tokens=stats.trained_tokens))
         pending = {"rollouts": rollouts, "dropped": dropped, "histogram": histogram, "excluded": excluded,
-                   "version": version, "in_flight": sum(len(g.futures) for g in self.live.values()),
+                   "cut": cut, "partial": sum(1 for g in batch if not g.complete),
+                   "version": version, "in_flight": len(self._running()),
                    "trained_at": time.monotonic(), "oldest_start": min(g.started for g in batch)}
         return update(groups), batch, pending
+
+    def _cut(self, group: _Group) -> list[Case]:
+        """`group` trains without its unfinished samples: stop them (one that cannot be stopped
+        any more is recorded when it ends, never trained); returns their cases."""
+        del self.live[group.launch]
+        cut = []
+        for index, future in enumerate(group.futures):
+            if index not in group.rollouts:
+                cut.append(group.cases[index])
+                if not future.cancel():
+                    self.cut.append((group.cases[index], future))
+        return cut
 
     def _finish(self, metrics: StepMetrics, batch: list[_Group], pending: dict[str, Any],
                 since: float) -> dict[str, Any]:
@@ -228,6 +273,8 @@ class AsyncTrainingLoop:
             "async": {
                 "version_trained": pending["version"],
                 "dropped_stale": len(pending["dropped"]),
+                "cut_stragglers": len(pending["cut"]),
+                "partial_groups": pending["partial"],
                 "paced_starts": self.counters.paced,
                 "staleness": pending["histogram"],
                 "in_flight": pending["in_flight"],
@@ -236,6 +283,7 @@ class AsyncTrainingLoop:
             },
             "groups_trained": [group.cases[0].group_id for group in batch],
             "rollouts_dropped": [f"{r.group_id}/{r.sample_index}" for r in pending["dropped"]],
+            "rollouts_cut": [f"{case.group_id}/{case.sample_index}" for case in pending["cut"]],
         }
         line["step"] = step
         line["checkpoint"] = checkpoint
@@ -252,6 +300,9 @@ class AsyncTrainingLoop:
     def _say(self, line: dict[str, Any]) -> None:
         extra = line["async"]
         dropped = f", {extra['dropped_stale']} dropped as stale" if extra["dropped_stale"] else ""
+        if extra["cut_stragglers"]:
+            dropped += (f", {extra['cut_stragglers']} stragglers cut from {extra['partial_groups']} partial "
+                        f"group{'s' if extra['partial_groups'] != 1 else ''}")
         self.write(
             f"agentcore-rl train step {line['step']}/{self.plan.steps} done (async"
             f"{', saved ' + line['checkpoint'] if line['checkpoint'] else ''}): reward "
@@ -265,7 +316,7 @@ class AsyncTrainingLoop:
     # -- waiting and the end ---------------------------------------------------------------
 
     def _wait(self, update: concurrent.futures.Future[StepMetrics] | None) -> None:
-        futures = [f for g in self.live.values() for f in g.futures if not f.done()]
+        futures = self._running()
         if update is not None:
             futures.append(update)
         started = time.monotonic()
@@ -286,7 +337,7 @@ class AsyncTrainingLoop:
 
     def _abandon(self, running) -> None:
         """The loop ended (done or failed): rollouts still in flight are cancelled, not trained."""
-        left = [f for g in self.live.values() for f in g.futures if not f.done()]
+        left = self._running()
         for future in left:
             future.cancel()
         if running is not None:

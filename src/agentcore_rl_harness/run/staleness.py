@@ -11,11 +11,16 @@ Vocabulary:
 - stragglers: `wait` - no update starts that would leave a live group more than K behind (the
   trainer waits for it), and a ready group it would leave so far behind is trained in it (a
   step may then train more than `batch_rows` groups); `drop` - updates never wait, a sample found more than K behind is
-  dropped from its group and counted (`dropped_stale`), never trained and never hidden.
+  dropped from its group and counted (`dropped_stale`), never trained and never hidden;
+  `partial` - as `wait`, but where an update would wait for groups' stragglers (too few complete
+  groups, or a live group it would leave more than K behind), a group whose finished samples are
+  enough (`partial_ready`) trains with them alone (advantages over the samples present) and its
+  unfinished samples are stopped and counted (`cut_stragglers`), never trained.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -60,6 +65,13 @@ def blocking_straggler(waiting_launch_versions: Iterable[int], *, version: int, 
     that this update would push more than K behind (the update waits for it), else None."""
     too_old = [v for v in waiting_launch_versions if version + 1 - v > max_staleness]
     return min(too_old) if too_old else None
+
+
+def partial_ready(*, finished: int, size: int, min_fraction: float) -> bool:
+    """Under `algo.stragglers=partial`: whether a group of `size` samples with `finished` usable
+    samples (ended with a status the trainer takes) may train without its stragglers: at least
+    `min_fraction` of it and at least 2 (GRPO needs a baseline)."""
+    return finished < size and finished >= max(2, math.ceil(min_fraction * size - 1e-9))
 
 
 def trained_groups(step_lines: Sequence[dict[str, Any]]) -> set[str]:

@@ -50,6 +50,7 @@ class TrainPlan:
     mode: str = "sync"  # "async": `async_loop.AsyncTrainingLoop` runs the steps
     max_staleness: int = 2
     stragglers: str = "wait"
+    min_group_fraction: float = 0.5
 
     @classmethod
     def from_config(cls, config: HarnessConfig) -> "TrainPlan":
@@ -57,7 +58,8 @@ class TrainPlan:
         loop = config.trainer.loop
         return cls(steps=loop.steps, batch_rows=loop.batch_rows, group_size=loop.group_size,
                    checkpoint_every=loop.checkpoint_every, seed=config.seed, overlap=loop.overlap_rollouts,
-                   mode=loop.mode, max_staleness=loop.max_staleness, stragglers=loop.stragglers)
+                   mode=loop.mode, max_staleness=loop.max_staleness, stragglers=loop.stragglers,
+                   min_group_fraction=loop.min_group_fraction)
 
     def group_of(self, specs: Sequence[TaskSpec]) -> int:
         """Samples per train row: `algo.group_size`, else the most any task asks for (`samples=`)."""

@@ -17,9 +17,9 @@ from ..errors import ConfigError, ConfigWarning
 # Keys of the `trainer` node that drive the training loop (the rest configure the trainer).
 LOOP_KEYS = ("steps", "batch_rows", "checkpoint_every", "overlap_rollouts", "mode")
 # Keys of the `algo` node that the runner uses (the rest configure the algorithm).
-GROUP_KEYS = ("group_size", "max_staleness", "stragglers")
+GROUP_KEYS = ("group_size", "max_staleness", "stragglers", "min_group_fraction")
 TRAIN_MODES = ("sync", "async")
-STRAGGLER_POLICIES = ("wait", "drop")
+STRAGGLER_POLICIES = ("wait", "drop", "partial")
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,13 @@ class TrainLoopConfig:
     # oldest version that sampled one of its turns
     max_staleness: int = 2
     # algo.stragglers (async): wait = no step leaves a live rollout more than max_staleness behind
-    # (the trainer waits for it); drop = never wait, a sample found too stale is dropped and counted
+    # (the trainer waits for it); drop = never wait, a sample found too stale is dropped and counted;
+    # partial = as wait, but a step that would wait for stragglers trains the groups' finished
+    # samples instead and stops (and counts) the stragglers (docs/async.md)
     stragglers: str = "wait"
+    # algo.min_group_fraction (stragglers=partial): the share of a group's samples (and at least 2)
+    # that must have finished for the group to train without its stragglers
+    min_group_fraction: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,9 @@ def _check_async(loop: TrainLoopConfig) -> None:
     if loop.stragglers not in STRAGGLER_POLICIES:
         raise ConfigError(f"algo.stragglers={loop.stragglers!r} is not a straggler policy; valid "
                           f"choices: {list(STRAGGLER_POLICIES)}")
+    if not 0 < loop.min_group_fraction <= 1:
+        raise ConfigError(f"algo.min_group_fraction={loop.min_group_fraction} must be in (0, 1] (the share of "
+                          "a group's samples that must finish before algo.stragglers=partial trains it)")
     if loop.max_staleness < 0:
         raise ConfigError(f"algo.max_staleness={loop.max_staleness} must be >= 0 (0: every sample is "
                           "trained by the version that sampled it)")
