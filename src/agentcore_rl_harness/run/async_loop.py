@@ -4,9 +4,10 @@ Groups (one train row x `group_size` samples) are started continuously, up to
 `runtime.concurrency` rollouts at once and paced by the staleness bound (`staleness.py`). Each
 rollout is scored and recorded as it ends; a group is ready when all its samples are. An update
 starts as soon as `batch_rows` groups are ready (the oldest-launched first) and runs while
-rollouts go on (under `algo.stragglers=partial` a group with enough finished samples fills a batch
-that would otherwise wait for stragglers; its unfinished samples are stopped, never trained): the sampler takes the new weights between turns, and each turn records the
-version that sampled it, so the loss's per-token importance ratios use the right logprobs.
+rollouts go on (under `algo.stragglers=partial` a group with enough finished samples fills a
+batch that would otherwise wait for stragglers; its unfinished samples are stopped, never
+trained): the sampler takes the new weights between turns, and each turn records the version
+that sampled it, so the loss's per-token importance ratios use the right logprobs.
 
 A train rollout's `step` is its group's launch number (from 1, as steps are; its group id ends in
 it), not the step that trained it: each step line names the groups it trained (`groups_trained`), which a
