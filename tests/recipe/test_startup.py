@@ -13,23 +13,24 @@ from agentcore_rl_harness.recipe.dtypes import DtypeMeasurement, cpu_bf16_flags,
 from agentcore_rl_harness.recipe.explicit import explicit_keys, file_keys, override_keys
 from agentcore_rl_harness.recipe.startup import StartupInputs, parameter_count, startup_choices
 
-SLOW_BF16 = DtypeMeasurement(matmul_speedup=0.02, forward_backward_speedup=0.2, cpu_flags=(), seconds=0.4)
-FAST_BF16 = DtypeMeasurement(matmul_speedup=3.1, forward_backward_speedup=1.9, cpu_flags=("amx_bf16",), seconds=0.3)
+SLOW_BF16 = DtypeMeasurement(serve_speedup=0.02, forward_backward_speedup=0.2, cpu_flags=(), seconds=0.4)
+FAST_BF16 = DtypeMeasurement(serve_speedup=3.1, forward_backward_speedup=1.9, cpu_flags=("amx_bf16",), seconds=0.3,
+                             width=576)
 CURRENT = {"trainer.autocast_dtype": None, "trainer.serve_dtype": None, "trainer.lora_rank": 16,
            "trainer.lr": 1e-4, "sampling.max_tokens": 128}
 
 
 def inputs(**changes):
     values = dict(trainer_kind="local", finetune="lora", serve_merged=True, cuda=False, cuda_bf16=False,
-                  parameters=135_000_000, oracle_turn_tokens=(), oracle_rows=0, current=CURRENT)
+                  parameters=135_000_000, hidden_size=576, oracle_turn_tokens=(), oracle_rows=0, current=CURRENT)
     return StartupInputs(**{**values, **changes})
 
 
 def choose(explicit=(), measured=SLOW_BF16, **changes):
     calls = []
 
-    def measure_once():
-        calls.append(1)
+    def measure_once(width):
+        calls.append(width)
         return measured
 
     choices, observed = startup_choices(RecipeConfig(), inputs(**changes), frozenset(explicit), measure_once)
@@ -41,9 +42,25 @@ def test_bf16_is_chosen_only_where_this_machine_measures_it_faster():
     assert calls and slow["trainer.autocast_dtype"].value is None and slow["trainer.serve_dtype"].value is None
     assert "not 1.3x faster" in slow["trainer.autocast_dtype"].reason and "0.02x" in slow["trainer.autocast_dtype"].reason
     assert observed["dtype_benchmark"]["forward_backward_speedup"] == 0.2
-    fast, _, _ = choose(measured=FAST_BF16)
+    fast, _, calls = choose(measured=FAST_BF16)
     assert fast["trainer.autocast_dtype"].value == fast["trainer.serve_dtype"].value == "bfloat16"
     assert "amx_bf16" in fast["trainer.autocast_dtype"].line()
+    assert calls == [576] and "at width 576" in fast["trainer.serve_dtype"].reason  # the model's width
+
+
+def test_serving_and_training_dtypes_follow_their_own_measurements():
+    # this 2-core AMX CPU at SmolLM2-135M's width: decoding 2.2x in bf16, a training step 1.2x (noisy)
+    serve_only = DtypeMeasurement(serve_speedup=2.2, forward_backward_speedup=1.2, cpu_flags=("amx_bf16",),
+                                  seconds=0.3, width=576)
+    choices, _, _ = choose(measured=serve_only)
+    assert choices["trainer.serve_dtype"].value == "bfloat16" and "serving is faster" in choices["trainer.serve_dtype"].reason
+    assert choices["trainer.autocast_dtype"].value is None
+    assert "training is not 1.3x faster" in choices["trainer.autocast_dtype"].reason
+    train_only = DtypeMeasurement(serve_speedup=0.9, forward_backward_speedup=1.6, cpu_flags=(), seconds=0.3)
+    choices, _, _ = choose(measured=train_only)
+    assert choices["trainer.autocast_dtype"].value == "bfloat16" and choices["trainer.serve_dtype"].value is None
+    unmerged, _, _ = choose(measured=serve_only, serve_merged=False)  # no serving copy to cast
+    assert "trainer.serve_dtype" not in unmerged
 
 
 def test_a_small_model_or_a_gpu_needs_no_benchmark():
@@ -91,7 +108,8 @@ def test_parameter_count_reads_config_json(tmp_path):
 
 def test_the_benchmark_is_quick_and_the_cpu_flags_are_read(tmp_path):
     measured = measure()
-    assert measured.seconds < 3 and measured.matmul_speedup > 0 and measured.forward_backward_speedup > 0
+    assert measured.seconds < 3 and measured.serve_speedup > 0 and measured.forward_backward_speedup > 0
+    assert measured.width == 128
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("flags\t\t: fpu avx2 avx512_bf16 amx_bf16 amx_tile\n")
     assert cpu_bf16_flags(cpuinfo) == ("avx512_bf16", "amx_bf16")
@@ -118,3 +136,29 @@ def test_the_recipe_node_is_auto_by_default_and_checks_its_bounds():
     with pytest.raises(ConfigError, match="valid choices"):
         RecipeConfig(kind="bogus").validate()
     assert Choice("k", 1, "why").line() == "agentcore-rl recipe (start-up): k = 1: why"
+
+
+def test_the_benchmark_measures_at_the_models_width_capped_and_skips_it_where_bf16_is_hopeless(monkeypatch):
+    from agentcore_rl_harness.recipe import dtypes
+
+    widths = []
+
+    def fake(torch, width, tokens, rows, repeats):
+        widths.append(width)
+        return speedups[width]
+
+    monkeypatch.setattr(dtypes, "_measure", fake)
+    speedups = {128: (0.9, 0.8), 576: (2.2, 1.5), dtypes.MAX_WIDTH: (3.0, 2.2)}
+    assert dtypes.measure(576).width == 576 and widths == [128, 576]  # AMX: slower when small, faster at 576
+    assert dtypes.measure(576).forward_backward_speedup == 1.5
+    widths.clear()
+    assert dtypes.measure(8192).width == dtypes.MAX_WIDTH and widths == [128, dtypes.MAX_WIDTH]
+    widths.clear()
+    speedups[128] = (0.02, 0.2)  # an AVX2 CPU: bf16 44x slower; the wide run would take minutes
+    hopeless = dtypes.measure(4096)
+    assert widths == [128] and hopeless.width == 128 and hopeless.serve_speedup == 0.02
+
+
+def test_the_real_benchmark_at_a_models_width_stays_quick():
+    measured = measure(576)
+    assert measured.width in (128, 576) and measured.seconds < 5

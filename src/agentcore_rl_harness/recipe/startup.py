@@ -1,6 +1,6 @@
 """The start-up choices of `recipe=auto`, made before the model loads (pure: inputs in, choices out).
 
-    dtypes      trainer.autocast_dtype / serve_dtype: bf16 only where this machine measures it faster
+    dtypes      trainer.autocast_dtype / serve_dtype: bf16 only where this machine measures that work faster
     max_tokens  sampling.max_tokens: the oracle's longest turn with a margin (where an oracle exists)
     LoRA        trainer.lora_rank / trainer.lr from the model's parameter count
 
@@ -38,9 +38,18 @@ class StartupInputs:
     cuda: bool  # the trainer will run on a CUDA device
     cuda_bf16: bool
     parameters: int | None  # the model's parameter count (None: unknown)
+    hidden_size: int | None  # the model's width, where the dtype benchmark measures (None: unknown)
     oracle_turn_tokens: Sequence[int]  # token lengths of the oracle's assistant turns on train rows
     oracle_rows: int  # train rows those turns came from
     current: dict[str, Any]  # the config's value of each key a choice may set
+
+
+def hidden_size(model_dir: Path) -> int | None:
+    """The model's hidden size from its config.json, or None."""
+    try:
+        return int(json.loads((Path(model_dir) / "config.json").read_text())["hidden_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def parameter_count(model_dir: Path) -> int | None:
@@ -66,28 +75,36 @@ def _decided(key: str, value: Any, reason: str, inputs: StartupInputs, explicit:
 
 
 def dtype_choices(recipe: RecipeConfig, inputs: StartupInputs, explicit: frozenset[str],
-                  measure: Callable[[], DtypeMeasurement]) -> tuple[list[Choice], dict[str, Any]]:
-    """(choices, observations) for trainer.autocast_dtype and trainer.serve_dtype."""
+                  measure: Callable[[int | None], DtypeMeasurement]) -> tuple[list[Choice], dict[str, Any]]:
+    """(choices, observations) for trainer.autocast_dtype and trainer.serve_dtype: each from the
+    speed of its own work (a training step, a decode step) measured at the model's width."""
     if inputs.trainer_kind != "local":
         return [], {}
     observed: dict[str, Any] = {}
+    serves = inputs.finetune == "lora" and inputs.serve_merged
     if inputs.cuda:
-        bf16 = inputs.cuda_bf16
-        reason = "a CUDA device with bf16 support" if bf16 else "a CUDA device without bf16 support"
+        train = serve = inputs.cuda_bf16
+        train_reason = serve_reason = ("a CUDA device with bf16 support" if train
+                                       else "a CUDA device without bf16 support")
     elif inputs.parameters is not None and inputs.parameters < recipe.dtype_min_params:
-        bf16 = False
-        reason = (f"the model has ~{inputs.parameters:,} parameters (< recipe.dtype_min_params="
-                  f"{recipe.dtype_min_params:,}): a step's time is overhead, float32 keeps logprobs exact")
+        train = serve = False
+        train_reason = serve_reason = (
+            f"the model has ~{inputs.parameters:,} parameters (< recipe.dtype_min_params="
+            f"{recipe.dtype_min_params:,}): a step's time is overhead, float32 keeps logprobs exact")
     else:
-        measured = measure()
+        measured = measure(inputs.hidden_size)
         observed["dtype_benchmark"] = measured.__dict__ | {"cpu_flags": list(measured.cpu_flags)}
-        bf16 = min(measured.matmul_speedup, measured.forward_backward_speedup) >= recipe.dtype_min_speedup
-        verdict = "faster" if bf16 else f"not {recipe.dtype_min_speedup}x faster"
-        reason = f"bf16 is {verdict} on this CPU: {measured.text()}"
-    value = "bfloat16" if bf16 else None
-    choices = [_decided("trainer.autocast_dtype", value, reason, inputs, explicit)]
-    if inputs.finetune == "lora" and inputs.serve_merged:
-        choices.append(_decided("trainer.serve_dtype", value, reason, inputs, explicit))
+        train = measured.forward_backward_speedup >= recipe.dtype_min_speedup
+        serve = measured.serve_speedup >= recipe.dtype_min_speedup
+
+        def said(fast: bool, work: str) -> str:
+            verdict = "faster" if fast else f"not {recipe.dtype_min_speedup}x faster"
+            return f"bf16 {work} is {verdict} on this CPU: {measured.text()}"
+
+        train_reason, serve_reason = said(train, "training"), said(serve, "serving")
+    choices = [_decided("trainer.autocast_dtype", "bfloat16" if train else None, train_reason, inputs, explicit)]
+    if serves:
+        choices.append(_decided("trainer.serve_dtype", "bfloat16" if serve else None, serve_reason, inputs, explicit))
     return choices, observed
 
 
@@ -118,6 +135,6 @@ def size_choices(inputs: StartupInputs, explicit: frozenset[str]) -> list[Choice
 
 
 def startup_choices(recipe: RecipeConfig, inputs: StartupInputs, explicit: frozenset[str],
-                    measure: Callable[[], DtypeMeasurement]) -> tuple[list[Choice], dict[str, Any]]:
+                    measure: Callable[[int | None], DtypeMeasurement]) -> tuple[list[Choice], dict[str, Any]]:
     dtypes, observed = dtype_choices(recipe, inputs, explicit, measure)
     return [*dtypes, *max_tokens_choice(recipe, inputs, explicit), *size_choices(inputs, explicit)], observed

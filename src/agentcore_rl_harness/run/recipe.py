@@ -28,7 +28,7 @@ from ..recipe.config import RecipeConfig
 from ..recipe.exploration import Adaptation, Exploration
 from ..recipe.explicit import explicit_keys, is_explicit
 from ..recipe.initial_kl import InitialKL
-from ..recipe.startup import StartupInputs, parameter_count, startup_choices
+from ..recipe.startup import StartupInputs, hidden_size, parameter_count, startup_choices
 from ..tasks import TaskSpec, load_rows, oracle_result
 from ..trainers.base import Trainer
 from ..trainers.grpo import EXCLUDED_STATUSES
@@ -95,6 +95,7 @@ def startup_inputs(typed: Any, specs: Sequence[TaskSpec]) -> StartupInputs:
     return StartupInputs(trainer_kind=trainer.kind, finetune=trainer.finetune if local else "lora",
                          serve_merged=trainer.serve_merged if local else False, cuda=cuda, cuda_bf16=cuda_bf16,
                          parameters=parameter_count(model_dir) if model_dir else None,
+                         hidden_size=hidden_size(model_dir) if model_dir else None,
                          oracle_turn_tokens=turns, oracle_rows=rows, current=current)
 
 
