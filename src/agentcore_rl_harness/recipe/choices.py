@@ -43,6 +43,17 @@ class RecipeLog:
         self.observations: dict[str, Any] = {}  # numbers behind the choices (benchmarks, probes)
         self.explicit: frozenset[str] = frozenset()  # the keys the user set (`explicit.py`)
 
+    @classmethod
+    def reopened(cls, run_dir: Path, write: Callable[[str], None]) -> "RecipeLog":
+        """A resumed run's log: the choices recipe.json recorded (none where it has no file), so
+        a choice made now is added to them, not written over them."""
+        log = cls(write)
+        recorded = read_recipe(run_dir) or {}
+        log.choices = [Choice(**choice) for choice in recorded.get("choices", [])]
+        log.observations = dict(recorded.get("observations", {}))
+        log.explicit = frozenset(recorded.get("explicit_keys", []))
+        return log
+
     def add(self, choice: Choice) -> Choice:
         self.choices.append(choice)
         self.write(choice.line())

@@ -27,12 +27,14 @@ class RecipeConfig:
     informative_min: float = 0.5  # below this fraction of informative groups, the next steps sample more
     max_group_size: int = 16  # how far `algo.group_size` may be raised
     kl_probe_traces: int = 4  # first-step traces whose tokens measure KL to the initial policy (0: off)
+    time_budget_min: float | None = None  # the run's wall-time budget in minutes: training stops when one more step would overrun it (null: no budget)
+    warmup_budget_share: float = 0.4  # under a budget, the automatic warm-up stops once the run has used this share of it
 
     def validate(self) -> None:
         if self.kind not in RECIPE_KINDS:
             raise ConfigError(f"recipe={self.kind!r} is not a recipe; valid choices: {list(RECIPE_KINDS)} "
                               "(auto: choices from what the run observes; none: the config as written)")
-        for name in ("base_success_floor", "warmup_threshold", "informative_min"):
+        for name in ("base_success_floor", "warmup_threshold", "informative_min", "warmup_budget_share"):
             value = getattr(self, name)
             if not 0 <= value <= 1:
                 raise ConfigError(f"recipe.{name}={value} must be a fraction between 0 and 1")
@@ -44,3 +46,9 @@ class RecipeConfig:
             raise ConfigError(f"recipe.max_tokens_margin={self.max_tokens_margin} must be >= 1, "
                               f"recipe.dtype_min_speedup={self.dtype_min_speedup} > 0 and "
                               f"recipe.kl_probe_traces={self.kl_probe_traces} >= 0")
+        if self.time_budget_min is not None and not self.time_budget_min > 0:
+            raise ConfigError(f"recipe.time_budget_min={self.time_budget_min} must be a number of minutes > 0 "
+                              "(e.g. recipe.time_budget_min=20), or null for no budget")
+        if self.time_budget_min is not None and self.kind != "auto":
+            raise ConfigError(f"recipe.time_budget_min={self.time_budget_min} is set but recipe={self.kind} chooses "
+                              "nothing: use recipe=auto (the default of run and train modes) or drop the budget")

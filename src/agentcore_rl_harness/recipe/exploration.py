@@ -18,10 +18,12 @@ from .config import RecipeConfig
 
 @dataclass(frozen=True)
 class Adaptation:
-    """What a step's adapter adds to its steps.jsonl line, and the group size from now on."""
+    """What a step's adapter adds to its steps.jsonl line, the group size from now on, and
+    whether training stops after this step (the time budget's choice)."""
 
     fields: dict[str, Any] = field(default_factory=dict)
     group_size: int | None = None  # None: unchanged
+    stop: bool = False  # True: this step is the last (it is checkpointed)
 
 
 class Exploration:

@@ -17,6 +17,7 @@ resumed run reads to train every rollout at most once. The sync loop is `trainin
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import operator
 import statistics
 import time
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..progress import POLL_S
+from ..recipe.exploration import Adaptation
 from ..records import Rollout
 from ..tasks import TaskSpec
 from ..train_store import append_step, latest_checkpoint
@@ -86,13 +88,16 @@ class AsyncTrainingLoop:
         first_launch: int = 1,
         on_step: Callable[[dict[str, Any]], None] | None = None,
         tick: Callable[[], None] = lambda: None,
+        adapt: Callable[[dict[str, Any], list[Rollout]], Adaptation] | None = None,
     ) -> None:
         """`submit` starts one rollout; `first_launch` is the next group number (a resumed run's
         `staleness.next_launch`; groups are numbered from 1); `start_step` is the steps done (step
-        lines number steps from 1); `tick` keeps the progress display going while it waits."""
+        lines number steps from 1); `tick` keeps the progress display going while it waits;
+        `adapt` adds to a step's line before it is written and may end training after the step
+        (the time budget, `recipe.py`'s StepAdapter)."""
         self.plan, self.specs, self.submit, self.score, self.trainer = plan, specs, submit, score, trainer
         self.train_dir, self.checkpoint_dir = run_dir / "train", run_dir / "checkpoints"
-        self.write, self.on_step, self.tick = write, on_step, tick
+        self.write, self.on_step, self.tick, self.adapt = write, on_step, tick, adapt
         self.concurrency = max(concurrency, 1)
         self.step = start_step  # steps done: the next step line is step + 1
         self.launch = first_launch
@@ -288,7 +293,9 @@ class AsyncTrainingLoop:
         }
         line["step"] = step
         line["checkpoint"] = checkpoint
+        stop = self._adapt(line, rollouts)
         append_step(self.train_dir.parent, line)  # before the checkpoint: resume trusts lines <= it
+        checkpoint = line["checkpoint"]
         if checkpoint is not None:
             self.trainer.save_checkpoint(self.checkpoint_dir / checkpoint)
         if self.on_step is not None:
@@ -296,7 +303,23 @@ class AsyncTrainingLoop:
         self.counters = _Counters(held=self.counters.held)
         self._say(line)
         self.step += 1
+        if stop:  # as if this step were the last: what is in flight is stopped as at the end
+            self.write(f"agentcore-rl train: training stopped after step {step} of {self.plan.steps} for the time "
+                       f"budget (recipe.time_budget_min), checkpoint {checkpoint} saved")
+            self.plan = dataclasses.replace(self.plan, steps=step)
         return line
+
+    def _adapt(self, line: dict[str, Any], rollouts: list[Rollout]) -> bool:
+        """The adapter's fields into the line; True (the step checkpointed) when training stops."""
+        if self.adapt is None:
+            return False
+        adaptation = self.adapt(line, rollouts)
+        line.update(adaptation.fields)
+        if adaptation.group_size is not None:
+            self.plan = dataclasses.replace(self.plan, group_size=adaptation.group_size)
+        if adaptation.stop:
+            line["checkpoint"] = checkpoint_name(line["step"])
+        return adaptation.stop
 
     def _say(self, line: dict[str, Any]) -> None:
         extra = line["async"]

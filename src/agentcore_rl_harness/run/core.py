@@ -11,6 +11,7 @@ frozen `RunOptions` and moves through `RunState`s.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -32,6 +33,7 @@ from ..train_store import read_steps
 from ..reports.model import ITEM_PHASE, Report
 from ..tasks import TaskSpec
 from . import finish, recipe, states
+from .budget import RunBudget, held_to_stop
 from .cases import Case, Episode
 from .compose import Harness
 from .inflight import in_flight
@@ -42,10 +44,8 @@ from .rundir import RunDir
 from .schedule import RunningBatch, Scheduler, episode_or_failure
 from .scoring import RolloutHandle, Scorer, TaskErrors, item_verdict
 from .tracking import Tracking, pre_eval_metrics
-from .async_loop import AsyncTrainingLoop
-from .staleness import next_launch
 from .warmup import WarmUpRun
-from .training import TrainingLoop
+from .train_loops import StepSources, train_steps
 
 
 @dataclass
@@ -211,49 +211,48 @@ class Run:
     def _train_first(self, specs: list[TaskSpec], cases: list[Case], start_step: int) -> None:
         """`run`: the pre-eval, then training; `train`: training. A failure is the run's
         (`training_error`, an infrastructure error), and its items report it."""
-        harness = self.parts()
+        harness, typed = self.parts(), self.config.typed
+        budget = RunBudget.of(typed, self._recipe, run_dir=self.run_dir, started=self.started_monotonic, write=self.write)
         try:
             if self.mode == "run":
                 plan = harness.train_plan()
                 pre_left = len(cases) - sum(1 for r in self._rollouts if r.phase == "pre")
                 self.progress.set_job((("pre", pre_left), ("train", plan.rollouts_left(specs, start_step)),
                                        ("post", len(cases))))
-                self._evaluate_as(cases, phase="pre", label="pre-eval")
+                with budget.pre_evaluation() if budget else contextlib.nullcontext():  # the post-eval's estimate
+                    self._evaluate_as(cases, phase="pre", label="pre-eval")
                 if self._tracking:
-                    self._tracking.summary(pre_eval_metrics(self._rollouts, self.config.typed.seed), step=0)
+                    self._tracking.summary(pre_eval_metrics(self._rollouts, typed.seed), step=0)
             if start_step == 0:  # a checkpoint holds the warm-up already
-                self._warm_up(specs, cases)
-            plan = harness.train_plan()
+                self._warm_up(specs, cases, budget)
+            plan = held_to_stop(harness.train_plan(), self._train_steps, self.write)  # a resumed run's budget stop
             self._train_steps_total = plan.steps
             if start_step >= plan.steps:
                 return
             trainer = harness.trainer()
             on_step = self._tracking.step if self._tracking else None
-            if plan.mode == "async":  # async_loop.py: no step waits for its slowest rollout
+            adapt = recipe.StepAdapter(typed.recipe, self._recipe, run_dir=self.run_dir, trainer=trainer, budget=budget,
+                                       group_size=plan.group_of(specs), steps=plan.steps, signal=plan.mode != "async")
+            if budget:
+                budget.training_starts()
+            if plan.mode == "async":
                 self.progress.begin_phase("train", plan.rollouts_left(specs, start_step))
-                loop = AsyncTrainingLoop(
-                    plan=plan, specs=specs, submit=self.scheduler.start_one, score=self.score_and_record,
-                    trainer=trainer, run_dir=self.run_dir, write=self.write, start_step=start_step,
-                    concurrency=self.config.typed.runtime.concurrency, on_step=on_step,
-                    first_launch=next_launch(self.rundir.resumed or ()), tick=lambda: self.scheduler.tick(waiting=True))
-                self._train_steps += loop.run(lambda groups: harness.loop.submit(trainer.step(groups=groups)))
-                return
-            adapt = recipe.StepAdapter(self.config.typed.recipe, self._recipe, run_dir=self.run_dir, trainer=trainer,
-                                       group_size=plan.group_of(specs), steps=plan.steps)
-            loop = TrainingLoop(plan=plan, specs=specs, start_cases=self.start_batch, score=self.score_and_record,
-                                trainer=trainer, run_dir=self.run_dir, write=self.write, start_step=start_step,
-                                on_step=on_step, adapt=adapt)
-            self._train_steps += loop.run(lambda groups: harness.loop.run(trainer.step(groups=groups)))
+            sources = StepSources(start_batch=self.start_batch, start_one=self.scheduler.start_one,
+                                  score=self.score_and_record, tick=lambda: self.scheduler.tick(waiting=True),
+                                  run_dir=self.run_dir, write=self.write, concurrency=typed.runtime.concurrency,
+                                  resumed=self.rundir.resumed or ())
+            self._train_steps += train_steps(plan, specs, sources=sources, trainer=trainer, loop=harness.loop,
+                                             start_step=start_step, adapt=adapt, on_step=on_step)
         except (HarnessError, ValueError, RuntimeError, OSError) as exc:
             self._training_error = f"{type(exc).__name__}: {exc}"
             self._infra_errors += 1
             self.write(f"agentcore-rl: training failed: {self._training_error}")
 
-    def _warm_up(self, specs: list[TaskSpec], cases: list[Case]) -> None:
+    def _warm_up(self, specs: list[TaskSpec], cases: list[Case], budget: RunBudget | None) -> None:
         """The warm-up (`warmup.py`; recipe=auto's: `recipe.py`); `run` mode then evaluates again (phase "warmup")."""
         run = WarmUpRun(config=self.config.typed, run_dir=self.run_dir, trainer=self.parts().trainer,
                         renderer=self.parts().renderer, roll_out=self.offline_phase, write=self.write)
-        if recipe.warm_up(run, specs, self._recipe) and self.mode == "run" and self.config.typed.warmup.eval:
+        if recipe.warm_up(run, specs, self._recipe, budget) and self.mode == "run" and self.config.typed.warmup.eval:
             self._evaluate_as(cases, phase="warmup", label="eval after the warm-up")
 
     def _evaluate_as(self, cases: list[Case], *, phase: str, label: str) -> None:

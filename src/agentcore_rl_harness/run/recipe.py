@@ -32,6 +32,7 @@ from ..recipe.startup import StartupInputs, hidden_size, parameter_count, startu
 from ..tasks import TaskSpec, load_rows, oracle_result
 from ..trainers.base import Trainer
 from ..trainers.grpo import EXCLUDED_STATUSES
+from .budget import RunBudget
 from .cases import Case
 from .warmup import WarmUpRun
 
@@ -130,10 +131,11 @@ def oracle_turn_tokens(specs: Sequence[TaskSpec], model_dir: Any, eval_split: st
 
 # -- the automatic warm-up ----------------------------------------------------------------------
 
-def warm_up(run: WarmUpRun, specs: Sequence[TaskSpec], log: RecipeLog | None) -> bool:
+def warm_up(run: WarmUpRun, specs: Sequence[TaskSpec], log: RecipeLog | None, budget: RunBudget | None = None) -> bool:
     """The warm-up before RL: `warmup.enabled`'s fixed steps, or recipe=auto's (its choices go to
-    `log`) when the base success on train rows is ~0 and every task has a scripted oracle. True
-    when one ran."""
+    `log`) when the base success on train rows is ~0 and every task has a scripted oracle; under
+    a time budget recipe=auto's stops its chunks once it took `recipe.warmup_budget_share` of it.
+    True when one ran."""
     from .warmup import warm_up as fixed_warm_up
 
     typed = run.config
@@ -148,6 +150,7 @@ def warm_up(run: WarmUpRun, specs: Sequence[TaskSpec], log: RecipeLog | None) ->
         log.save(run.run_dir)
         return False
     recipe = typed.recipe
+    spent = budget.warmup_share(recipe.warmup_budget_share) if budget is not None else lambda: None
     probes = [_probe(run, specs, steps=0)]
     log.observations["warmup_probes"] = probes
     if probes[0]["success"] > recipe.base_success_floor:
@@ -156,7 +159,7 @@ def warm_up(run: WarmUpRun, specs: Sequence[TaskSpec], log: RecipeLog | None) ->
                        "signal without one", at="warm-up"))
         log.save(run.run_dir)
         return False
-    _chunked_warm_up(run, specs, probes, log)
+    _chunked_warm_up(run, specs, probes, log, spent)
     return True
 
 
@@ -177,15 +180,19 @@ def _cannot_warm_up(typed: Any, specs: Sequence[TaskSpec], explicit: frozenset[s
 
 
 def _chunked_warm_up(run: WarmUpRun, specs: Sequence[TaskSpec], probes: list[dict[str, Any]],
-                     log: RecipeLog) -> None:
-    """Supervised steps in chunks, a probe after each, until the threshold or the bound."""
+                     log: RecipeLog, spent: Callable[[], str | None]) -> None:
+    """Supervised steps in chunks, a probe after each, until the threshold, the bound, or what
+    `spent` says (the time budget's share) before a chunk."""
     from .warmup import WarmUp, collect
 
     typed = run.config
     recipe = typed.recipe
     demos = collect(run, specs, limit=typed.warmup.max_demonstrations or recipe.warmup_demonstrations)
-    steps = 0
+    steps, over_budget = 0, None
     while steps < recipe.warmup_max_steps and probes[-1]["success"] < recipe.warmup_threshold:
+        over_budget = spent()
+        if over_budget:
+            break
         chunk = min(recipe.warmup_chunk_steps, recipe.warmup_max_steps - steps)
         WarmUp(dataclasses.replace(typed.warmup, steps=chunk), trainer=run.trainer(),
                trainer_kind=typed.trainer.trainer.kind, train_dir=run.run_dir / "train", write=run.write,
@@ -194,7 +201,7 @@ def _chunked_warm_up(run: WarmUpRun, specs: Sequence[TaskSpec], probes: list[dic
         probes.append(_probe(run, specs, steps=steps))
     end = probes[-1]["success"]
     why = (f"reached recipe.warmup_threshold={recipe.warmup_threshold}" if end >= recipe.warmup_threshold
-           else f"stopped at the bound recipe.warmup_max_steps={recipe.warmup_max_steps}")
+           else over_budget or f"stopped at the bound recipe.warmup_max_steps={recipe.warmup_max_steps}")
     trail = " -> ".join(f"{p['success']:.0%}" for p in probes)
     log.observations["warmup_probes"] = probes
     log.add(Choice("warmup", {"steps": steps, "probe_success": [p["success"] for p in probes]},
@@ -232,19 +239,27 @@ def _probe(run: WarmUpRun, specs: Sequence[TaskSpec], *, steps: int) -> dict[str
 # -- each training step -------------------------------------------------------------------------
 
 class StepAdapter:
-    """Adds the signal a step's line lacks (KL to the initial policy, the recipe's choices) and
-    raises the group size when recipe=auto's exploration calls for it (its choices go to `log`)."""
+    """Adds the signal a step's line lacks (KL to the initial policy, the recipe's choices), stops
+    training where the time budget says one more step would overrun it (`run/budget.py`), and
+    raises the group size when recipe=auto's exploration calls for it (its choices go to `log`).
+    `signal=False` (the async loop): the budget only."""
 
     def __init__(self, config: RecipeConfig, log: RecipeLog | None, *, run_dir: Path, trainer: Trainer,
-                 group_size: int, steps: int) -> None:
-        self.log, self.run_dir, self.steps = log, run_dir, steps
+                 group_size: int, steps: int, budget: RunBudget | None = None, signal: bool = True) -> None:
+        self.log, self.run_dir, self.steps, self.budget, self.signal = log, run_dir, steps, budget, signal
         self.kl = InitialKL(config.kl_probe_traces, trainer.compute_logprobs)
-        self.exploration = None if log is None else Exploration(
+        self.exploration = None if log is None or not signal else Exploration(
             config, group_size=group_size, explicit=is_explicit("algo.group_size", log.explicit))
 
     def __call__(self, line: dict[str, Any], rollouts: Sequence[Rollout]) -> Adaptation:
-        traces = [t for r in rollouts if r.status not in EXCLUDED_STATUSES for t in r.traces]
-        fields: dict[str, Any] = {"kl_initial": self.kl.measure(traces), "recipe": []}
+        fields: dict[str, Any] = {"recipe": []}
+        if self.signal:
+            fields["kl_initial"] = self.kl.measure([t for r in rollouts if r.status not in EXCLUDED_STATUSES
+                                                    for t in r.traces])
+        stop = self.budget.after_step(line, steps=self.steps) if self.budget is not None else None
+        if stop is not None:
+            fields["recipe"] = [stop.to_json()]
+            return Adaptation(fields, stop=True)
         last = line["step"] >= self.steps  # no step left to sample differently
         choice = self.exploration.after_step(line) if self.exploration is not None and not last else None
         if choice is None or self.log is None:

@@ -129,10 +129,11 @@ class TrainingLoop:
         self.write = write
         self.start_step = start_step
         self.on_step = on_step  # each step's line once it is in train/steps.jsonl (the trackers)
-        # before a step's line is written: its extra signal fields, and a new group size for the
-        # steps not yet started (`recipe.py`'s StepAdapter)
+        # before a step's line is written: its extra signal fields, a new group size for the steps
+        # not yet started, or the end of training after it (`recipe.py`'s StepAdapter)
         self.adapt = adapt
         self.idle_streak = 0  # steps in a row that trained nothing
+        self.stopped_after: int | None = None  # the step the time budget ended training at
         self.schedule = RowSchedule(specs, plan.seed)
         self.schedule.skip_steps(start_step, plan.batch_rows)
 
@@ -159,14 +160,23 @@ class TrainingLoop:
                                    checkpoint)
                 last_line_at = time.monotonic()
                 lines.append(line)
-                if checkpoint is not None:
-                    self.trainer.save_checkpoint(self.checkpoint_dir / checkpoint)
+                if line["checkpoint"] is not None:
+                    self.trainer.save_checkpoint(self.checkpoint_dir / line["checkpoint"])
+                if self.stopped_after == step:  # the time budget's choice: as if `step` were the last
+                    self._say_stopped(step, batch)
+                    break
                 if batch is None and step < last:
                     batch = self._start(step + 1)
         finally:
             if batch is not None:  # a step failed (or was stopped) with the next one in flight
                 batch.rollouts.cancel()
         return lines
+
+    def _say_stopped(self, step: int, batch: "_Started | None") -> None:
+        in_flight = (f"; the {len(batch.cases)} rollouts of step {step + 1} in flight are stopped (never trained)"
+                     if batch is not None else "")
+        self.write(f"agentcore-rl train: training stopped after step {step} of {self.plan.steps} for the time "
+                   f"budget (recipe.time_budget_min), checkpoint {checkpoint_name(step)} saved{in_flight}")
 
     def _start(self, step: int) -> "_Started":
         cases = [
@@ -229,6 +239,9 @@ class TrainingLoop:
             line.update(adaptation.fields)
             if adaptation.group_size is not None:
                 self.plan = dataclasses.replace(self.plan, group_size=adaptation.group_size)
+            if adaptation.stop:  # the last step now: checkpointed whatever checkpoint_every says
+                self.stopped_after = step
+                line["checkpoint"] = checkpoint_name(step)
         append_step(self.train_dir.parent, line)
         if self.on_step is not None:
             self.on_step(line)
