@@ -84,7 +84,8 @@ class Sessions(Rollouts):
 
 
 def _run(tmp_path, *, duration, steps=4, batch_rows=2, max_staleness=1, stragglers="wait", concurrency=8,
-         update_s=0.05, train_rows=6, samples=2, min_group_fraction=0.5, sessions=Rollouts, scored=None):
+         update_s=0.05, train_rows=6, samples=2, min_group_fraction=0.5, sessions=Rollouts, scored=None,
+         adapt=None, on_update=lambda: None):
     spec = make_spec(tmp_path, samples=samples, rewards=[said_four], train=train_rows, test=0)
     trainer = RecordingTrainer()
     rollouts = sessions(trainer, duration)
@@ -100,12 +101,14 @@ def _run(tmp_path, *, duration, steps=4, batch_rows=2, max_staleness=1, straggle
                      min_group_fraction=min_group_fraction)
     said = []
     loop = AsyncTrainingLoop(plan=plan, specs=[spec], submit=rollouts.submit, score=score, trainer=trainer,
-                             run_dir=tmp_path / "run", write=said.append, concurrency=concurrency)
+                             run_dir=tmp_path / "run", write=said.append, concurrency=concurrency,
+                             adapt=adapt(trainer) if adapt else None)
     pool = concurrent.futures.ThreadPoolExecutor(1)
 
     def update(groups):
         def body():
             time.sleep(update_s)
+            on_update()
             return asyncio.run(trainer.step(groups=groups))
 
         return pool.submit(body)
@@ -345,3 +348,36 @@ def test_ctrl_c_during_an_update_says_the_step_is_discarded(tmp_path, monkeypatc
         "no checkpoint). Its 2 rollouts stay in rollouts.jsonl; a resume sets them aside and trains again "
         "from step 1 (no checkpoint yet).")
     assert started[0].cancelled() and not (tmp_path / "run" / "train" / "steps.jsonl").exists()
+
+
+def test_the_time_budget_ends_async_training_after_a_step_checkpointed_with_what_is_in_flight_stopped(tmp_path):
+    from test_train_loop import _budget_adapter
+
+    clock, made = [100.0], []
+
+    def adapt(trainer):
+        adapter, log = _budget_adapter(tmp_path, trainer, minutes=230 / 60, steps=5, clock=clock,
+                                       signal=False)
+        made.append(log)
+        return adapter
+
+    def on_update():  # each update takes 60 s on the budget's clock: after step 3, 180 + 60 > 230
+        clock[0] += 60
+
+    # groups 7 on (after the 3 steps' 6) take 5 s: in flight when the budget stops training
+    lines, trainer, sessions, said = _run(
+        tmp_path, duration=lambda case: 5.0 if case.step > 6 else 0.01, steps=5, max_staleness=2,
+        stragglers="drop", sessions=Sessions, adapt=adapt, on_update=on_update)
+    assert [line["step"] for line in lines] == [1, 2, 3] and len(trainer.steps) == 3
+    assert [p.name for p in trainer.saved] == ["step-00002", "step-00003"]  # the stop step is checkpointed
+    (stop,) = lines[2]["recipe"]
+    assert stop["key"] == "trainer.steps" and stop["value"] == 3 and [c.key for c in made[0].choices] == ["trainer.steps"]
+    written = [json.loads(x) for x in (tmp_path / "run" / "train" / "steps.jsonl").read_text().splitlines()]
+    assert written == lines and "kl_initial" not in lines[0]  # the async loop's adapter: the budget only
+    trained = {g for line in lines for g in line["groups_trained"]}
+    untrained = {launch for launch, _ in sessions.started} - {int(g.rsplit("/", 1)[1]) for g in trained}
+    assert untrained and untrained <= {launch for launch, _ in sessions.cancelled}  # stopped, never trained
+    assert "agentcore-rl train: training stopped after step 3 of 5 for the time budget (recipe.time_budget_min), " \
+           "checkpoint step-00003 saved" in said
+    assert any(text.startswith("agentcore-rl async: training done; ") and "stopped (never trained)" in text
+               for text in said)

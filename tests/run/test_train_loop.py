@@ -155,3 +155,46 @@ def test_ctrl_c_in_an_update_says_the_step_is_discarded_and_cancels_the_next_bat
         "trains again after checkpoint step-00001 (step 2 on).")
     assert not (tmp_path / "run" / "train" / "steps.jsonl").exists()
     assert [batch.cancelled for batch in started] == [False, True]
+
+
+def _budget_adapter(tmp_path, trainer, *, minutes, steps, clock, signal=True):
+    """The run's step adapter with a time budget on `clock` (`recipe.py`, `budget.py`)."""
+    from agentcore_rl_harness.recipe.budget import TimeBudget
+    from agentcore_rl_harness.recipe.choices import RecipeLog
+    from agentcore_rl_harness.recipe.config import RecipeConfig
+    from agentcore_rl_harness.run.budget import RunBudget
+    from agentcore_rl_harness.run.recipe import StepAdapter
+
+    config, log, run_dir = RecipeConfig(time_budget_min=minutes), RecipeLog(lambda text: None), tmp_path / "run"
+    budget = RunBudget(TimeBudget(minutes, started=clock[0], clock=lambda: clock[0]), log, run_dir=run_dir,
+                       write=log.write)
+    budget.training_starts()
+    return StepAdapter(config, log, run_dir=run_dir, trainer=trainer, group_size=2, steps=steps, budget=budget,
+                       signal=signal), log
+
+
+def test_the_time_budget_ends_training_after_a_step_checkpointed_with_the_next_batch_stopped(tmp_path):
+    trainer, said, clock = RecordingTrainer(), [], [100.0]
+    loop, _ = _loop(tmp_path, trainer, steps=5, overlap=True, lines=said)
+    started = []
+    start = loop.start_cases
+    loop.start_cases = lambda cases: started.append(start(cases)) or started[-1]
+    loop.adapt, log = _budget_adapter(tmp_path, trainer, minutes=3, steps=5, clock=clock)
+
+    def step_once(groups):  # each update takes 50 s on the budget's clock: after step 3, 150 + 50 > 180
+        clock[0] += 50
+        return asyncio.run(trainer.step(groups=groups))
+
+    lines = loop.run(step_once)
+    assert [line["step"] for line in lines] == [1, 2, 3] and len(trainer.steps) == 3
+    assert [p.name for p in trainer.saved] == ["step-00002", "step-00003"]  # the stop step, checkpoint_every or not
+    assert [line["checkpoint"] for line in lines] == [None, "step-00002", "step-00003"]
+    assert [batch.cancelled for batch in started] == [False, False, False, True]  # step 4's, in flight: stopped
+    (stop,) = lines[2]["recipe"]
+    assert stop["key"] == "trainer.steps" and stop["value"] == 3 and "after 3 of trainer.steps=5" in stop["reason"]
+    assert lines[0]["recipe"] == lines[1]["recipe"] == [] and [c.key for c in log.choices] == ["trainer.steps"]
+    assert said[-1] == ("agentcore-rl train: training stopped after step 3 of 5 for the time budget "
+                        "(recipe.time_budget_min), checkpoint step-00003 saved; the 4 rollouts of step 4 in flight "
+                        "are stopped (never trained)")
+    assert any(text.startswith("agentcore-rl recipe (step 3): trainer.steps = 3: training stopped early") for text
+               in [c.line() for c in log.choices])

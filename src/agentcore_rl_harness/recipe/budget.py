@@ -5,7 +5,7 @@ steps and the post-evaluation. After each training step the budget estimates wha
 step would cost (the longest of the last two steps' walls) plus the final evaluation (as long as
 the pre-evaluation was: the same cases, the same sampler) and, where finishing one more step
 would overrun, training stops after this step: a `trainer.steps` choice whose value is the
-steps trained. The automatic warm-up stops its chunks once it has taken
+steps trained. The automatic warm-up starts no chunk that would take it past
 `recipe.warmup_budget_share` of the budget. Every time comes from one clock (`now`).
 """
 
@@ -74,16 +74,36 @@ class TimeBudget:
                       f"(the pre-evaluation's wall) > the budget of {self.seconds:.0f}s "
                       f"(recipe.time_budget_min={self.minutes:g})", at=f"step {step}")
 
-    def warmup_spent(self, *, warmup_started: float, share: float) -> str | None:
-        """Why the automatic warm-up starts no more chunks (None: it may go on)."""
-        used = self.clock() - warmup_started
-        if used <= share * self.seconds:
-            return None
-        return (f"stopped at the time budget: the warm-up took {used:.0f}s, more than "
-                f"recipe.warmup_budget_share={share:g} of the budget of {self.seconds:.0f}s "
-                f"(recipe.time_budget_min={self.minutes:g})")
+    def warm_up(self, share: float) -> "WarmUpShare":
+        """The automatic warm-up's share of this budget, from now (its start)."""
+        return WarmUpShare(self, share, started=self.clock())
 
     def observations(self) -> dict[str, float | list[float]]:
         """The numbers behind the choice, for recipe.json."""
         return {"minutes": self.minutes, "eval_s": round(self.eval_s, 3), "elapsed_s": round(self.elapsed(), 3),
                 "step_walls_s": [round(wall, 3) for wall in self.step_walls]}
+
+
+@dataclass
+class WarmUpShare:
+    """`spent()` before each warm-up chunk: why no more chunk starts (None: one may), when the
+    warm-up so far plus one more chunk (the longest so far, its probe included) would take more
+    than `share` of the budget."""
+
+    budget: TimeBudget
+    share: float
+    started: float
+    _asked: float | None = None
+    _chunk_s: float = 0.0
+
+    def spent(self) -> str | None:
+        now = self.budget.clock()
+        if self._asked is not None:
+            self._chunk_s = max(self._chunk_s, now - self._asked)
+        self._asked = now
+        used, allowed = now - self.started, self.share * self.budget.seconds
+        if used + self._chunk_s <= allowed:
+            return None
+        return (f"stopped at the time budget: the warm-up took {used:.0f}s, and one more chunk (~{self._chunk_s:.0f}s) "
+                f"would take it past recipe.warmup_budget_share={self.share:g} of the budget of "
+                f"{self.budget.seconds:.0f}s (recipe.time_budget_min={self.budget.minutes:g})")

@@ -12,7 +12,7 @@ RECIPE_KINDS = ("auto", "none")
 
 @dataclass(frozen=True)
 class RecipeConfig:
-    """The `recipe` group (recipe=auto | none): run / train modes choose dtypes, max_tokens, LoRA rank and lr, a warm-up and group sizes from what they observe ([Recipe](../recipe.md))."""
+    """The `recipe` group (recipe=auto | none): run / train modes choose dtypes, max_tokens, LoRA rank and lr, a warm-up, group sizes and, under a time budget, the steps trained from what they observe ([Recipe](../recipe.md))."""
 
     kind: str = "auto"  # auto: choose from what the run observes (run / train modes); none: the config as written
     dtype_min_params: int = 20_000_000  # smaller models train in float32 without measuring (dtype cannot matter)
@@ -28,7 +28,7 @@ class RecipeConfig:
     max_group_size: int = 16  # how far `algo.group_size` may be raised
     kl_probe_traces: int = 4  # first-step traces whose tokens measure KL to the initial policy (0: off)
     time_budget_min: float | None = None  # the run's wall-time budget in minutes: training stops when one more step would overrun it (null: no budget)
-    warmup_budget_share: float = 0.4  # under a budget, the automatic warm-up stops once the run has used this share of it
+    warmup_budget_share: float = 0.4  # under a time budget, the automatic warm-up starts no chunk that would take it past this share of it
 
     def validate(self) -> None:
         if self.kind not in RECIPE_KINDS:

@@ -22,7 +22,7 @@ from ..records import Rollout, Trace
 from ..viewer.links import rollout_link
 from .model import Report, Summary
 from .plots import histogram, success_plot, train_plot
-from .text import interrupted_banner, num as _num, pct as _pct, training_banner, verdict_line
+from .text import budget_note, interrupted_banner, num as _num, pct as _pct, training_banner, verdict_line
 from .tokenizer import Tokenizer
 from .transcript import Message, conversation
 
@@ -119,7 +119,7 @@ def render_html(
         run=report.run,
         model_name=model.get("name") if isinstance(model, dict) else model,
         verdict=verdict_line(report),
-        banners=[text for text in (interrupted_banner(report), training_banner(report)) if text],
+        banners=[text for text in (interrupted_banner(report), training_banner(report), budget_note(report)) if text],
         summary_rows=_summary_rows(report),
         reward_rows=reward_rows(report),
         plots=[plot for plot in plots if plot is not None],

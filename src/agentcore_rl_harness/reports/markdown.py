@@ -8,7 +8,7 @@ from pathlib import Path
 from ..records import Rollout
 from .baseline import baseline_section, hosted_note
 from .model import Report
-from .text import delta_table, interrupted_banner, md_cell, num, pct, pp, training_banner, verdict_line
+from .text import budget_note, delta_table, interrupted_banner, md_cell, num, pct, pp, training_banner, verdict_line
 from .tokenizer import Tokenizer
 from .transcript import excerpt
 
@@ -150,6 +150,7 @@ def render_markdown(report: Report, *, files_at: Path | None = None, rollouts: S
         "",
         *(line for text in banners for line in (f"> **WARNING** {md_cell(text)}", "")),
         *((f"> **NOTE** {md_cell(note)}", "") if (note := hosted_note(report)) else ()),
+        *((f"> **NOTE** {md_cell(note)}", "") if (note := budget_note(report)) else ()),
         f"**{verdict_line(report)}**",
         "",
         f"Model `{model_name}`, wall time {report.run.wall_time_s:.1f}s, "

@@ -116,3 +116,15 @@ def interrupted_banner(report: Report) -> str | None:
     return (f"INTERRUPTED: the run was stopped before it finished; {stopped.rollouts_on_disk} "
             f"rollouts are on disk ({phases}), {stopped.train_steps} training step(s) done"
             f"{checkpoint}. The numbers below cover only what finished. Resume with: {stopped.resume}")
+
+
+def budget_note(report: Report) -> str | None:
+    """The line a report opens with when the time budget stopped training early (recipe.json's
+    `trainer.steps` choice; None otherwise)."""
+    stops = [c for c in (report.recipe or {}).get("choices") or [] if c.get("key") == "trainer.steps" and c.get("applied")]
+    if not stops:
+        return None
+    trainer = report.run.config.get("trainer")
+    planned = trainer.get("steps") if isinstance(trainer, dict) else None
+    return (f"Training stopped early for the time budget: {stops[-1]['value']} of {planned} trainer.steps "
+            f"trained, then the post-evaluation ran ({stops[-1].get('reason', '')}).")

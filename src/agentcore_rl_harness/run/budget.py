@@ -56,10 +56,9 @@ class RunBudget:
         if warning:
             self.write(warning)
 
-    def warmup_share(self, share: float) -> Callable[[], str | None]:
-        """From now (the automatic warm-up's start): why it starts no more chunks, or None."""
-        started = self.budget.clock()
-        return lambda: self.budget.warmup_spent(warmup_started=started, share=share)
+    def warm_up(self, share: float) -> Callable[[], str | None]:
+        """From now (the automatic warm-up's start): before each chunk, why no more starts, or None."""
+        return self.budget.warm_up(share).spent
 
     def after_step(self, line: dict[str, Any], *, steps: int) -> Choice | None:
         """The stop choice after this step's line (logged and saved), or None to go on."""

@@ -150,7 +150,7 @@ def warm_up(run: WarmUpRun, specs: Sequence[TaskSpec], log: RecipeLog | None, bu
         log.save(run.run_dir)
         return False
     recipe = typed.recipe
-    spent = budget.warmup_share(recipe.warmup_budget_share) if budget is not None else lambda: None
+    spent = budget.warm_up(recipe.warmup_budget_share) if budget is not None else lambda: None
     probes = [_probe(run, specs, steps=0)]
     log.observations["warmup_probes"] = probes
     if probes[0]["success"] > recipe.base_success_floor:
