@@ -364,9 +364,10 @@ def test_the_time_budget_ends_async_training_after_a_step_checkpointed_with_what
     def on_update():  # each update takes 60 s on the budget's clock: after step 3, 180 + 60 > 230
         clock[0] += 60
 
-    # groups 7 on (after the 3 steps' 6) take 5 s: in flight when the budget stops training
+    # groups 7 on (after the 3 steps' 6) take 30 s: in flight when the budget stops training
+    started = time.monotonic()
     lines, trainer, sessions, said = _run(
-        tmp_path, duration=lambda case: 5.0 if case.step > 6 else 0.01, steps=5, max_staleness=2,
+        tmp_path, duration=lambda case: 30.0 if case.step > 6 else 0.01, steps=5, max_staleness=2,
         stragglers="drop", sessions=Sessions, adapt=adapt, on_update=on_update)
     assert [line["step"] for line in lines] == [1, 2, 3] and len(trainer.steps) == 3
     assert [p.name for p in trainer.saved] == ["step-00002", "step-00003"]  # the stop step is checkpointed
@@ -376,8 +377,13 @@ def test_the_time_budget_ends_async_training_after_a_step_checkpointed_with_what
     assert written == lines and "kl_initial" not in lines[0]  # the async loop's adapter: the budget only
     trained = {g for line in lines for g in line["groups_trained"]}
     untrained = {launch for launch, _ in sessions.started} - {int(g.rsplit("/", 1)[1]) for g in trained}
+    assert time.monotonic() - started < 20  # their 30 s sessions were not waited for: they were stopped
+    deadline = time.monotonic() + 5  # each session sees its cancellation on its loop, soon after
+    while not untrained <= {launch for launch, _ in sessions.cancelled} and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert untrained and untrained <= {launch for launch, _ in sessions.cancelled}  # stopped, never trained
     assert "agentcore-rl train: training stopped after step 3 of 5 for the time budget (recipe.time_budget_min), " \
            "checkpoint step-00003 saved" in said
     assert any(text.startswith("agentcore-rl async: training done; ") and "stopped (never trained)" in text
                for text in said)
+    sessions.loop.close()
