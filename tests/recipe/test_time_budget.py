@@ -122,3 +122,13 @@ def test_no_budget_is_the_default_and_a_budget_must_be_positive_under_recipe_aut
         RecipeConfig(kind="none", time_budget_min=20).validate()
     with pytest.raises(ConfigError, match="recipe.warmup_budget_share=1.5 must be a fraction"):
         RecipeConfig(warmup_budget_share=1.5).validate()
+
+
+def test_a_bad_budget_is_refused_when_the_config_is_composed():
+    from agentcore_rl_harness.config import compose_config
+
+    assert compose_config(["recipe.time_budget_min=20"]).typed.recipe.time_budget_min == 20
+    with pytest.raises(ConfigError, match=r"recipe.time_budget_min=0.0 must be a number of minutes > 0"):
+        compose_config(["recipe.time_budget_min=0"])
+    with pytest.raises(ConfigError, match="recipe=none chooses nothing"):
+        compose_config(["recipe=none", "recipe.time_budget_min=20"])

@@ -126,5 +126,6 @@ def budget_note(report: Report) -> str | None:
         return None
     trainer = report.run.config.get("trainer")
     planned = trainer.get("steps") if isinstance(trainer, dict) else None
+    then = ", then the post-evaluation ran" if report.run.mode == "run" else ""
     return (f"Training stopped early for the time budget: {stops[-1]['value']} of {planned} trainer.steps "
-            f"trained, then the post-evaluation ran ({stops[-1].get('reason', '')}).")
+            f"trained{then} ({stops[-1].get('reason', '')}).")

@@ -2,7 +2,7 @@
 
 `Run` ties the run core's jobs together and knows items only by id (pytest's node id):
 `rundir` (config, directory, resume), `plan` (which cases), `schedule` (rollouts in flight),
-`scoring` (one scorer for items, pre-eval and training), `training` (the loop), `finish`
+`scoring` (one scorer for items, pre-eval and training), `train_loops` (the steps), `finish`
 (reports, gates, baseline, whether the run failed). Its parts come from `compose.Harness`,
 built from the config unless `harness=` is given (a test passes one over the shipped fakes).
 `pytest_outcomes` maps pytest's outcomes to it and its results back to pytest. It is made from
@@ -219,7 +219,7 @@ class Run:
                 pre_left = len(cases) - sum(1 for r in self._rollouts if r.phase == "pre")
                 self.progress.set_job((("pre", pre_left), ("train", plan.rollouts_left(specs, start_step)),
                                        ("post", len(cases))))
-                with budget.pre_evaluation() if budget else contextlib.nullcontext():  # the post-eval's estimate
+                with budget.pre_evaluation() if budget is not None else contextlib.nullcontext():  # the post-eval's estimate
                     self._evaluate_as(cases, phase="pre", label="pre-eval")
                 if self._tracking:
                     self._tracking.summary(pre_eval_metrics(self._rollouts, typed.seed), step=0)
@@ -233,7 +233,7 @@ class Run:
             on_step = self._tracking.step if self._tracking else None
             adapt = recipe.StepAdapter(typed.recipe, self._recipe, run_dir=self.run_dir, trainer=trainer, budget=budget,
                                        group_size=plan.group_of(specs), steps=plan.steps, signal=plan.mode != "async")
-            if budget:
+            if budget is not None:
                 budget.training_starts()
             if plan.mode == "async":
                 self.progress.begin_phase("train", plan.rollouts_left(specs, start_step))

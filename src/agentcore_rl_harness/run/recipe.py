@@ -134,8 +134,8 @@ def oracle_turn_tokens(specs: Sequence[TaskSpec], model_dir: Any, eval_split: st
 def warm_up(run: WarmUpRun, specs: Sequence[TaskSpec], log: RecipeLog | None, budget: RunBudget | None = None) -> bool:
     """The warm-up before RL: `warmup.enabled`'s fixed steps, or recipe=auto's (its choices go to
     `log`) when the base success on train rows is ~0 and every task has a scripted oracle; under
-    a time budget recipe=auto's stops its chunks once it took `recipe.warmup_budget_share` of it.
-    True when one ran."""
+    a time budget recipe=auto's starts no chunk that would take it past `recipe.warmup_budget_share`
+    of it. True when one ran."""
     from .warmup import warm_up as fixed_warm_up
 
     typed = run.config
