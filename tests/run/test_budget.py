@@ -134,3 +134,11 @@ def test_a_budget_spent_before_training_says_so_loudly_and_trains_one_step(tmp_p
     assert len(trainer.steps) == 1 and [p.name for p in trainer.saved] == ["step-00001"]
     (stop,) = [c for c in recipe["choices"] if c["key"] == "trainer.steps"]
     assert stop["value"] == 1
+
+
+def test_a_budget_in_a_mode_that_trains_nothing_is_said_to_change_nothing(tmp_path, build_harness):
+    terminal = Lines()
+    Run.made(RunOptions(mode="eval", overrides=(*FAST, "recipe.time_budget_min=5"), rootdir=tmp_path,
+                        out=tmp_path / "out"), terminal=terminal, harness=build_harness("recipe.time_budget_min=5"))
+    assert terminal.lines == ["agentcore-rl config: recipe.time_budget_min=5 sizes training; --agentcore-rl eval "
+                              "trains nothing, so it changes nothing here"]

@@ -88,3 +88,12 @@ def held_to_stop(plan: TrainPlan, train_steps: Sequence[dict[str, Any]], write: 
     write(f"agentcore-rl resume: the time budget stopped training after step {stop} of trainer.steps={plan.steps} "
           "(train/steps.jsonl); a resumed run trains no step past it")
     return dataclasses.replace(plan, steps=stop)
+
+
+def idle_budget(config: HarnessConfig, mode: str) -> str | None:
+    """What to say when a budget is set in a mode that trains nothing (None otherwise)."""
+    minutes = config.recipe.time_budget_min
+    if minutes is None or mode in ("run", "train"):
+        return None
+    return (f"recipe.time_budget_min={minutes:g} sizes training; --agentcore-rl {mode} trains nothing, so it "
+            "changes nothing here")

@@ -33,7 +33,7 @@ from ..train_store import read_steps
 from ..reports.model import ITEM_PHASE, Report
 from ..tasks import TaskSpec
 from . import finish, recipe, states
-from .budget import RunBudget, held_to_stop
+from .budget import RunBudget, held_to_stop, idle_budget
 from .cases import Case, Episode
 from .compose import Harness
 from .inflight import in_flight
@@ -104,9 +104,9 @@ class Run:
     def _made(cls, rundir: RunDir, options: RunOptions, terminal: Terminal | None, harness: Harness | None) -> "Run":
         run = cls(options=options, rundir=rundir, _harness=harness,
                   progress=rundir.config.typed.report.progress_display(terminal))
-        dropped = dropped_keys_message(rundir.config.typed.trainer)
-        if dropped:
-            run.write(f"agentcore-rl config: {dropped}")
+        for note in (dropped_keys_message(rundir.config.typed.trainer), idle_budget(rundir.config.typed, rundir.mode)):
+            if note:  # a setting this run cannot use
+                run.write(f"agentcore-rl config: {note}")
         return run
 
     # -- what the run is -------------------------------------------------------------------
