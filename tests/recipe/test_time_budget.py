@@ -42,7 +42,7 @@ def test_it_stops_exactly_when_one_more_step_and_the_evaluation_would_overrun():
     assert (trained, choice.key, choice.value, choice.applied, choice.at) == (5, "trainer.steps", 5, True, "step 5")
     assert choice.reason == (
         "training stopped early for the time budget after 5 of trainer.steps=20 steps: 500s elapsed + 100s for "
-        "one more step (the longest of the last 2) + 100s for the final evaluation (the pre-evaluation's wall) "
+        "one more step (the longest of the last 2) + 100s for the final evaluation (the longest evaluation before training) "
         "> the budget of 600s (recipe.time_budget_min=10)")
 
 

@@ -117,7 +117,7 @@ def test_the_automatic_warm_up_stops_at_its_share_of_the_budget(tmp_path, build_
     # The policy never succeeds, so only the budget stops the warm-up: after 2 chunks (200 s + 100 > 240).
     trainer = SlowTrainer(clock, sft_s=25.0, update_s=1.0)
     run, terminal = run_of(tmp_path, build_harness, trainer, "recipe.time_budget_min=10", "recipe.probe_rows=2",
-                           replies=lambda prompt, params: "5")
+                           "recipe.warmup_budget_share=0.4", replies=lambda prompt, params: "5")
     _, recipe = drive(run, spec_with_oracle(tmp_path))
     assert len(trainer.sft_batches) == 8  # recipe.warmup_max_steps (24) was not reached
     (warmup,) = [c for c in recipe["choices"] if c["key"] == "warmup"]
@@ -142,3 +142,19 @@ def test_a_budget_in_a_mode_that_trains_nothing_is_said_to_change_nothing(tmp_pa
                         out=tmp_path / "out"), terminal=terminal, harness=build_harness("recipe.time_budget_min=5"))
     assert terminal.lines == ["agentcore-rl config: recipe.time_budget_min=5 sizes training; --agentcore-rl eval "
                               "trains nothing, so it changes nothing here"]
+
+
+def test_the_final_evaluations_estimate_is_the_longest_evaluation_before_training(tmp_path, clock):
+    # office 1m: the pre-evaluation took 56 s, the one after the warm-up 2 min 7 s (a warmed-up
+    # agent's episodes run longer); the post-evaluation is estimated from the longer
+    from agentcore_rl_harness.recipe.choices import RecipeLog
+    from agentcore_rl_harness.recipe.config import RecipeConfig
+    from agentcore_rl_harness.run.budget import RunBudget
+
+    config = type("Typed", (), {"recipe": RecipeConfig(time_budget_min=20)})()
+    made = RunBudget.of(config, RecipeLog(lambda line: None), run_dir=tmp_path, started=clock(), write=print)
+    for wall in (56.0, 127.0, 90.0):  # pre, after the warm-up, (a shorter one changes nothing)
+        with made.evaluation():
+            clock.offset += wall
+    assert made.budget.eval_s == pytest.approx(127.0, abs=1.0)
+    assert json.loads((tmp_path / "recipe.json").read_text())["observations"]["time_budget"]["eval_s"] == pytest.approx(127.0, abs=1.0)

@@ -3,7 +3,7 @@
 The whole run counts, from its start: the pre-evaluation, the automatic warm-up, the training
 steps and the post-evaluation. After each training step the budget estimates what one more
 step would cost (the longest of the last two steps' walls) plus the final evaluation (as long as
-the pre-evaluation was: the same cases, the same sampler) and, where finishing one more step
+the longest evaluation before training: the same cases, the same sampler) and, where finishing one more step
 would overrun, training stops after this step: a `trainer.steps` choice whose value is the
 steps trained. The automatic warm-up starts no chunk that would take it past
 `recipe.warmup_budget_share` of the budget. Every time comes from one clock (`now`).
@@ -32,7 +32,7 @@ class TimeBudget:
     minutes: float
     started: float
     clock: Callable[[], float] = field(default_factory=lambda: now)
-    eval_s: float = 0.0  # the final evaluation's estimate: the pre-evaluation's wall (0: none follows)
+    eval_s: float = 0.0  # the final evaluation's estimate: the longest evaluation's wall before training (0: none follows)
     step_walls: list[float] = field(default_factory=list)  # this process's training steps
     _step_ended: float | None = None
 
@@ -71,7 +71,7 @@ class TimeBudget:
                       f"training stopped early for the time budget after {step} of trainer.steps={steps} steps: "
                       f"{elapsed:.0f}s elapsed + {per_step:.0f}s for one more step (the longest of the last "
                       f"{min(RECENT_STEPS, len(self.step_walls))}) + {self.eval_s:.0f}s for the final evaluation "
-                      f"(the pre-evaluation's wall) > the budget of {self.seconds:.0f}s "
+                      f"(the longest evaluation before training) > the budget of {self.seconds:.0f}s "
                       f"(recipe.time_budget_min={self.minutes:g})", at=f"step {step}")
 
     def warm_up(self, share: float) -> "WarmUpShare":

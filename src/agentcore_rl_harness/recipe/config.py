@@ -28,7 +28,7 @@ class RecipeConfig:
     max_group_size: int = 16  # how far `algo.group_size` may be raised
     kl_probe_traces: int = 4  # first-step traces whose tokens measure KL to the initial policy (0: off)
     time_budget_min: float | None = None  # the run's wall-time budget in minutes: training stops when one more step would overrun it (null: no budget)
-    warmup_budget_share: float = 0.4  # under a time budget, the automatic warm-up starts no chunk that would take it past this share of it
+    warmup_budget_share: float = 0.5  # under a time budget, the automatic warm-up starts no chunk that would take it past this share of it
 
     def validate(self) -> None:
         if self.kind not in RECIPE_KINDS:

@@ -219,7 +219,7 @@ class Run:
                 pre_left = len(cases) - sum(1 for r in self._rollouts if r.phase == "pre")
                 self.progress.set_job((("pre", pre_left), ("train", plan.rollouts_left(specs, start_step)),
                                        ("post", len(cases))))
-                with budget.pre_evaluation() if budget is not None else contextlib.nullcontext():  # the post-eval's estimate
+                with budget.evaluation() if budget is not None else contextlib.nullcontext():  # the post-eval's estimate
                     self._evaluate_as(cases, phase="pre", label="pre-eval")
                 if self._tracking:
                     self._tracking.summary(pre_eval_metrics(self._rollouts, typed.seed), step=0)
@@ -253,7 +253,8 @@ class Run:
         run = WarmUpRun(config=self.config.typed, run_dir=self.run_dir, trainer=self.parts().trainer,
                         renderer=self.parts().renderer, roll_out=self.offline_phase, write=self.write)
         if recipe.warm_up(run, specs, self._recipe, budget) and self.mode == "run" and self.config.typed.warmup.eval:
-            self._evaluate_as(cases, phase="warmup", label="eval after the warm-up")
+            with budget.evaluation() if budget is not None else contextlib.nullcontext():  # the post-eval's estimate
+                self._evaluate_as(cases, phase="warmup", label="eval after the warm-up")
 
     def _evaluate_as(self, cases: list[Case], *, phase: str, label: str) -> None:
         """Roll out and score the item cases as `phase`, but those a resumed run kept."""
