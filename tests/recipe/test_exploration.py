@@ -33,6 +33,19 @@ def test_informative_or_solved_groups_change_nothing_and_an_explicit_size_stays(
     assert kept.after_step(line(2, 0.0, 0.0)) is None and kept.group_size == 4  # said once
 
 
+def test_under_a_time_budget_the_group_grows_only_where_two_larger_steps_fit():
+    exploration = Exploration(RecipeConfig(), group_size=4, explicit=False)
+    # 600 s left for training, this step took 100 s: two steps at 8 take ~400 s: room
+    grown = exploration.after_step(line(1, 0.0, 0.0), room=(600.0, 100.0))
+    assert grown.applied and grown.value == 8
+    # now steps take 200 s; two at 16 would take ~800 s of the 700 left: the group stays at 8
+    kept = exploration.after_step(line(2, 0.0, 0.0), room=(700.0, 200.0))
+    assert not kept.applied and kept.value == 8 and exploration.group_size == 8
+    assert "kept for the time budget" in kept.reason and "~800s" in kept.reason and "leaves 700s" in kept.reason
+    assert exploration.after_step(line(3, 0.0, 0.0), room=(500.0, 200.0)) is None  # said once
+    assert exploration.after_step(line(4, 0.0, 0.0), room=None).value == 16  # no budget: grows
+
+
 def trace(logprobs, mask):
     return Trace(token_ids=tuple(range(2 + len(mask))), prompt_length=2, loss_mask=tuple(mask),
                  logprobs=tuple(logprobs), finish_reason="stop")

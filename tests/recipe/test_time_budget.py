@@ -132,3 +132,13 @@ def test_a_bad_budget_is_refused_when_the_config_is_composed():
         compose_config(["recipe.time_budget_min=0"])
     with pytest.raises(ConfigError, match="recipe=none chooses nothing"):
         compose_config(["recipe=none", "recipe.time_budget_min=20"])
+
+
+def test_room_is_what_the_budget_leaves_for_training_after_the_final_evaluation():
+    made, clock = budget(10, eval_s=100.0)
+    assert made.room() is None  # no step measured yet
+    made.training_starts()
+    clock.at += 150.0
+    made.after_step(step=1, steps=5)
+    left, wall = made.room()
+    assert wall == 150.0 and left == 600 - 150 - 100

@@ -74,6 +74,13 @@ class TimeBudget:
                       f"(the longest evaluation before training) > the budget of {self.seconds:.0f}s "
                       f"(recipe.time_budget_min={self.minutes:g})", at=f"step {step}")
 
+    def room(self) -> tuple[float, float] | None:
+        """(seconds left for training after the final evaluation's estimate, the last step's wall),
+        for choices that make steps longer; None before the first step ends."""
+        if not self.step_walls:
+            return None
+        return self.seconds - self.elapsed() - self.eval_s, self.step_walls[-1]
+
     def warm_up(self, share: float) -> "WarmUpShare":
         """The automatic warm-up's share of this budget, from now (its start)."""
         return WarmUpShare(self, share, started=self.clock())

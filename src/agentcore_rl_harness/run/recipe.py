@@ -261,7 +261,8 @@ class StepAdapter:
             fields["recipe"] = [stop.to_json()]
             return Adaptation(fields, stop=True)
         last = line["step"] >= self.steps  # no step left to sample differently
-        choice = self.exploration.after_step(line) if self.exploration is not None and not last else None
+        room = self.budget.budget.room() if self.budget is not None else None
+        choice = self.exploration.after_step(line, room=room) if self.exploration is not None and not last else None
         if choice is None or self.log is None:
             return Adaptation(fields)
         self.log.add(choice)
