@@ -61,6 +61,7 @@ def test_zero_base_success_with_an_oracle_warms_up_until_the_probe_passes(tmp_pa
     spec = spec_with_oracle(tmp_path)
     records, recipe = drive(run, spec)
     assert len(trainer.sft_batches) == 8  # two chunks of recipe.warmup_chunk_steps=4, then it stopped
+    assert len(trainer.sft_losses) == 3  # before, after chunk 1 (= before chunk 2), after chunk 2
     (warmup,) = [c for c in recipe["choices"] if c["key"] == "warmup"]
     assert warmup["applied"] and warmup["value"] == {"steps": 8, "probe_success": [0.0, 0.0, 1.0]}
     assert "reached recipe.warmup_threshold=0.5" in warmup["reason"]

@@ -188,15 +188,15 @@ def _chunked_warm_up(run: WarmUpRun, specs: Sequence[TaskSpec], probes: list[dic
     typed = run.config
     recipe = typed.recipe
     demos = collect(run, specs, limit=typed.warmup.max_demonstrations or recipe.warmup_demonstrations)
-    steps, over_budget = 0, None
+    steps, over_budget, loss = 0, None, None
     while steps < recipe.warmup_max_steps and probes[-1]["success"] < recipe.warmup_threshold:
         over_budget = spent()
         if over_budget:
             break
         chunk = min(recipe.warmup_chunk_steps, recipe.warmup_max_steps - steps)
-        WarmUp(dataclasses.replace(typed.warmup, steps=chunk), trainer=run.trainer(),
-               trainer_kind=typed.trainer.trainer.kind, train_dir=run.run_dir / "train", write=run.write,
-               seed=typed.seed + steps).run(demos, source="oracle")
+        loss = WarmUp(dataclasses.replace(typed.warmup, steps=chunk), trainer=run.trainer(),
+                      trainer_kind=typed.trainer.trainer.kind, train_dir=run.run_dir / "train", write=run.write,
+                      seed=typed.seed + steps).run(demos, source="oracle", loss_before=loss)["loss_after"]
         steps += chunk
         probes.append(_probe(run, specs, steps=steps))
     end = probes[-1]["success"]

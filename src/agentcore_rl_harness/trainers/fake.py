@@ -15,7 +15,7 @@ from .sft import SFTMetrics
 
 class RecordingTrainer(Trainer):
     """Records, never trains: `steps` (each step's groups), `saved` / `loaded` checkpoint paths,
-    `sft_batches` (each supervised step's traces), `closed`."""
+    `sft_batches` (each supervised step's traces), `sft_losses` (each loss evaluation's traces), `closed`."""
 
     def __init__(self) -> None:
         self.policy_version = 0
@@ -23,6 +23,7 @@ class RecordingTrainer(Trainer):
         self.saved: list[Path] = []
         self.loaded: list[Path] = []
         self.sft_batches: list[list[Trace]] = []
+        self.sft_losses: list[list[Trace]] = []
         self.closed = False
 
     async def step(self, *, groups: Sequence[TrainGroup]) -> StepMetrics:
@@ -51,6 +52,7 @@ class RecordingTrainer(Trainer):
                           wall_time_s=0.0)
 
     def sft_loss(self, traces: Sequence[Trace]) -> float:
+        self.sft_losses.append(list(traces))
         return 0.5
 
     def close(self) -> None:
