@@ -11,11 +11,20 @@ or cut (`stragglers=partial`) samples train fewer, and say how many; `stragglers
 group more in a step than `batch_rows` (a group it would otherwise leave more than K behind).
 From each run's `train/steps.jsonl`:
 
-- trainer busy: the updates' wall time over the training's wall time (the steps' totals);
+- trainer busy: the updates' wall time over the training's wall time (the steps' totals: from the
+  training loop's start, i.e. the first rollout, to the last update's end, less the time the
+  loop spent writing each step line and checkpoint);
 - trained samples per minute of training wall time (the rollouts the steps trained);
 - staleness: trained samples by lag in versions (async: per sample; sync modes: `staleness_max`);
 - dropped / cut: samples dropped as more than K behind / stragglers cut from partial groups;
 - final reward: mean training reward of the last third of the steps (noisy: few samples).
+
+Async modes also get a breakdown of where the trainer idled (`idle_breakdown`, from each step
+line's `async.times_s`), with "busy after the fill": the updates' time over the span from the
+first update's start. That is not the headline figure (the headline counts from the first
+rollout, as sync's wall does); it says how much of the idle time is the first batch's rollouts,
+a fixed cost that more `--steps` amortize. The target is a ratio of rates, not a number of
+steps: 8 steps leave the first batch (20-25 s with SmolLM2 here) a quarter of an async run.
 
     HF_HUB_OFFLINE=1 nice -n 10 python bench/async.py [--steps 6] [--modes sync,overlap,async1,...] \\
         [--model tiny|smollm2-135m-instruct] [--concurrency 8]
