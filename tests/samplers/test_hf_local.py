@@ -1,5 +1,6 @@
 import asyncio
 import random
+import threading
 
 import pytest
 import torch
@@ -339,18 +340,34 @@ def test_cancelling_a_caller_frees_its_row(model):
     assert len(streamed) < 10  # the row left at the next step, it did not decode on
 
 
+def _hold_at_forward(sampler, call):
+    """The sampler's worker stops before its `call`-th forward pass (the row in flight stays in
+    flight) until the returned event is set (or 10 s pass)."""
+    forward, calls, gate = sampler._forward, [], threading.Event()
+
+    def held(**inputs):
+        calls.append(None)
+        if len(calls) == call:
+            gate.wait(timeout=10)
+        return forward(**inputs)
+
+    sampler._forward = held
+    return gate
+
+
 def test_publish_weights_returns_at_once_and_swaps_once_the_rows_in_flight_finish(model):
     """A trainer publishing new weights does not wait for the rows in flight (its next update
     overlaps them): the swap lands when the last one ends, a request sent meanwhile waits for it,
     and every result was sampled under the one version it reports."""
     sampler = HFLocalSampler(model)
+    gate = _hold_at_forward(sampler, 3)  # the prefill and one decode step: two tokens, then held
     events = []
 
     async def run():
         loop = asyncio.get_running_loop()
         started = asyncio.Event()
         long = asyncio.ensure_future(sampler.sample(
-            prompt_token_ids=_prompt(4, 1), params=SamplingParams(max_tokens=400),
+            prompt_token_ids=_prompt(4, 1), params=SamplingParams(max_tokens=20),
             on_token=_after_tokens(2, started.set),
         ))
         long.add_done_callback(lambda _: events.append("long done"))
@@ -362,35 +379,41 @@ def test_publish_weights_returns_at_once_and_swaps_once_the_rows_in_flight_finis
             prompt_token_ids=_prompt(4, 2), params=SamplingParams(max_tokens=2),
             on_token=_after_tokens(1, lambda: events.append("late started")),
         ))
+        gate.set()
         return await long, await late, await settled
 
     try:
         long, late, settled_version = asyncio.run(run())
     finally:
+        gate.set()
         sampler.close()
     assert events == ["published, serving 0", "long done", "late started"]
-    assert long.policy_version == 0 and len(long.token_ids) == 400
+    assert long.policy_version == 0 and len(long.token_ids) == 20
     assert late.policy_version == 5 and settled_version == 5 == sampler.policy_version
 
 
 def test_set_policy_version_waits_for_the_rows_and_lands_after_a_pending_publish(model):
     sampler = HFLocalSampler(model)
+    gate = _hold_at_forward(sampler, 3)
 
     async def run():
         loop = asyncio.get_running_loop()
         started = asyncio.Event()
         long = asyncio.ensure_future(sampler.sample(
-            prompt_token_ids=_prompt(4, 3), params=SamplingParams(max_tokens=200),
+            prompt_token_ids=_prompt(4, 3), params=SamplingParams(max_tokens=20),
             on_token=_after_tokens(2, started.set),
         ))
         await started.wait()
         sampler.publish_weights(model, policy_version=1)
-        await loop.run_in_executor(None, lambda: sampler.set_policy_version(2))
+        relabel = loop.run_in_executor(None, lambda: sampler.set_policy_version(2))
+        gate.set()
+        await relabel
         return sampler.policy_version, await long
 
     try:
         version, long = asyncio.run(run())
     finally:
+        gate.set()
         sampler.close()
     assert version == 2 and long.policy_version == 0  # the older publish landed first, not over it
 
