@@ -413,6 +413,7 @@ def test_concurrent_sampling_decodes_during_the_update_and_each_row_keeps_one_ve
             time.sleep(0.001)
         _step(trainer, [_pair_group("g", good, bad)])
         worker.join()
+        sampler.settle()  # the swap lands as the row ends, maybe just after its result reached us
         (row,) = results
         assert forwards and forwards[0] > 0
         assert row.policy_version == 0 and sampler.policy_version == 1
