@@ -11,11 +11,20 @@ or cut (`stragglers=partial`) samples train fewer, and say how many; `stragglers
 group more in a step than `batch_rows` (a group it would otherwise leave more than K behind).
 From each run's `train/steps.jsonl`:
 
-- trainer busy: the updates' wall time over the training's wall time (the steps' totals);
+- trainer busy: the updates' wall time over the training's wall time (the steps' totals: from the
+  training loop's start, i.e. the first rollout, to the last update's end, less the time the
+  loop spent writing each step line and checkpoint);
 - trained samples per minute of training wall time (the rollouts the steps trained);
 - staleness: trained samples by lag in versions (async: per sample; sync modes: `staleness_max`);
 - dropped / cut: samples dropped as more than K behind / stragglers cut from partial groups;
 - final reward: mean training reward of the last third of the steps (noisy: few samples).
+
+Async modes also get a breakdown of where the trainer idled (`idle_breakdown`, from each step
+line's `async.times_s`), with "busy after the fill": the updates' time over the span from the
+first update's start. That is not the headline figure (the headline counts from the first
+rollout, as sync's wall does); it says how much of the idle time is the first batch's rollouts,
+a fixed cost that more `--steps` amortize. The target is a ratio of rates, not a number of
+steps: 8 steps leave the first batch (20-25 s with SmolLM2 here) a quarter of an async run.
 
     HF_HUB_OFFLINE=1 nice -n 10 python bench/async.py [--steps 6] [--modes sync,overlap,async1,...] \\
         [--model tiny|smollm2-135m-instruct] [--concurrency 8]
@@ -26,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -118,6 +128,7 @@ def run_mode(root: Path, mode: str, args: argparse.Namespace) -> dict:
         else:
             lag = s["staleness_max"] or 0
             lags[lag] = lags.get(lag, 0) + s["rollouts"]
+    timeline = idle_breakdown(steps)
     tail = steps[-max(1, len(steps) // 3):]
     rewards = [s["reward_mean"] for s in tail if s["reward_mean"] is not None]
     return {"mode": mode, "steps": len(steps), "trained": trained, "wall_s": wall, "busy": train / wall,
@@ -125,7 +136,35 @@ def run_mode(root: Path, mode: str, args: argparse.Namespace) -> dict:
             "dropped": sum(s.get("async", {}).get("dropped_stale", 0) for s in steps),
             "cut": sum(s.get("async", {}).get("cut_stragglers", 0) for s in steps),
             "paced": sum(s.get("async", {}).get("paced_starts", 0) for s in steps),
-            "reward": sum(rewards) / len(rewards) if rewards else None, "process_s": time.monotonic() - started}
+            "reward": sum(rewards) / len(rewards) if rewards else None, "process_s": time.monotonic() - started,
+            "timeline": timeline}
+
+
+def idle_breakdown(steps: list[dict]) -> dict | None:
+    """Where the trainer idled, from the async step lines' `async.times_s` (seconds since the
+    training loop started): None for sync modes, which do not record them.
+
+    - span: the loop's start to the last update's end (the whole training, bookkeeping included);
+    - fill: the loop's start to the first update's start (the first batch's rollouts);
+    - waiting: after the first update, the trainer idle because no batch was ready (from an
+      update's end to the end of the last rollout the next update trains);
+    - pickup: a batch was ready and the trainer idle, but the loop had not started the update
+      yet (scoring, the step line, checkpoint writes, starting new groups);
+    - busy: the updates' time (update start to end; the weight sync to the sampler included);
+    - steady busy: busy over the span after the first update's start (the fill left out)."""
+    times = [s.get("async", {}).get("times_s") for s in steps]
+    if not times or any(t is None or t["update_end"] is None for t in times):
+        return None
+    span = times[-1]["update_end"]
+    updates = sum(t["update_end"] - t["update_start"] for t in times)
+    waiting = pickup = 0.0
+    for previous, t in zip(times, times[1:]):
+        available = max(previous["update_end"], t["batch_ready"] or 0.0)
+        waiting += max(0.0, available - previous["update_end"])
+        pickup += t["update_start"] - available
+    first = times[0]["update_start"]
+    return {"span": span, "fill": first, "waiting": waiting, "pickup": pickup, "updates": updates,
+            "busy": updates / span, "steady_busy": updates / (span - first)}
 
 
 def sample_load(stop: threading.Event, seen: list[float]) -> None:
@@ -143,6 +182,8 @@ def main() -> int:
     parser.add_argument("--sigma", type=float, default=1.5)
     parser.add_argument("--cap-s", type=float, default=60.0)
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="a folder to copy each mode's run directory into (its steps.jsonl, rollouts.jsonl)")
     parser.add_argument("--model", default="tiny",
                         help="the policy: `tiny` (an update costs ~0.1 s, so 'trainer busy' stays low in "
                              "every mode) or `smollm2-135m-instruct` (SmolLM2-135M with the recipe's LoRA: "
@@ -159,6 +200,9 @@ def main() -> int:
         write_project(root, args)
         for mode in args.modes.split(","):
             results.append(run_mode(root, mode, args))
+            if args.keep is not None:
+                shutil.copytree(root / f"run-{mode}", args.keep / f"run-{mode}", dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("checkpoints"))
             print(f"{mode}: done in {results[-1]['process_s']:.0f}s", file=sys.stderr)
     stop.set()
     base = next((r for r in results if r["mode"] == "sync"), results[0])
@@ -175,6 +219,16 @@ def main() -> int:
         print(f"| {r['mode']} | {r['trained']} | {r['wall_s']:.1f} | {100 * r['busy']:.0f}% | {r['per_min']:.1f} | "
               f"{r['per_min'] / base['per_min']:.2f}x | {lags} | {r['dropped']} | {r['cut']} | {r['paced']} | "
               f"{reward} |")
+    broken = [r for r in results if r["timeline"]]
+    if broken:
+        print("\nWhere the trainer idled (seconds; async modes, from `async.times_s`; see idle_breakdown):")
+        print("| mode | span s | fill (first batch) | waiting for a batch | pickup (ready, not started) | "
+              "updates | busy of span | busy after the fill |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in broken:
+            t = r["timeline"]
+            print(f"| {r['mode']} | {t['span']:.1f} | {t['fill']:.1f} | {t['waiting']:.1f} | {t['pickup']:.1f} | "
+                  f"{t['updates']:.1f} | {100 * t['busy']:.0f}% | {100 * t['steady_busy']:.0f}% |")
     nominal = args.steps * args.batch_rows * args.samples
     off = [f"{r['mode']} {r['trained']}" for r in results if r["trained"] != nominal]
     print(f"trained samples: {nominal} in every mode" if not off else

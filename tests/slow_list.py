@@ -412,6 +412,7 @@ SLOW_TESTS = {
         "test_a_step_before_any_update_is_on_policy",
         "test_checkpoint_resume_gives_the_same_next_steps",
         "test_concurrent_sampling_decodes_during_the_update_and_each_row_keeps_one_version",
+        "test_concurrent_sampling_steps_do_not_wait_for_the_rows_and_never_write_the_buffer_they_decode",
         "test_full_finetuning_with_kl_keeps_a_frozen_reference",
         "test_kl_to_the_initial_policy_uses_the_disabled_adapter",
         "test_lora_layers_adapts_the_top_layers_and_the_backward_stops_there",

@@ -138,6 +138,21 @@ def test_steps_do_not_wait_for_a_straggler_and_each_group_is_trained_once_and_wh
     assert any(text.startswith("agentcore-rl train step 2/3 done (async, saved step-00002)") for text in said)
 
 
+def test_each_step_line_has_its_timeline_and_a_ready_batch_starts_its_update_without_a_poll(tmp_path):
+    """`async.times_s` says where the trainer idled: a batch becomes ready while the trainer is idle,
+    or an update ends with one ready, and the next update starts at once (well under POLL_S)."""
+    lines, _, _, _ = _run(tmp_path, duration=lambda c: 0.3 if c.step <= 4 else 0.02, steps=4, max_staleness=2,
+                          update_s=0.2)
+    times = [line["async"]["times_s"] for line in lines]
+    previous_end = 0.0
+    for t in times:
+        assert t["batch_ready"] <= t["update_start"] < t["update_end"] <= t["step_line"]
+        assert t["update_start"] >= previous_end  # one update at a time
+        assert t["update_start"] - max(t["batch_ready"], previous_end) < 0.1  # picked up at once
+        previous_end = t["update_end"]
+    assert times[0]["batch_ready"] >= 0.3  # the first batch waited for its rollouts (the fill)
+
+
 def test_drop_policy_drops_and_counts_a_sample_more_than_k_versions_behind(tmp_path):
     # K=1: group 1 is slow; two steps train groups 1 and 2 meanwhile, so it is 2 versions behind
     lines, trainer, _, said = _run(tmp_path, duration=lambda c: 0.6 if c.step == 1 else 0.01,

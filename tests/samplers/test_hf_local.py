@@ -1,5 +1,6 @@
 import asyncio
 import random
+import threading
 
 import pytest
 import torch
@@ -339,37 +340,82 @@ def test_cancelling_a_caller_frees_its_row(model):
     assert len(streamed) < 10  # the row left at the next step, it did not decode on
 
 
-def test_publish_weights_waits_for_rows_in_flight_and_later_results_carry_the_new_version(model):
+def _hold_at_forward(sampler, call):
+    """The sampler's worker stops before its `call`-th forward pass (the row in flight stays in
+    flight) until the returned event is set (or 10 s pass)."""
+    forward, calls, gate = sampler._forward, [], threading.Event()
+
+    def held(**inputs):
+        calls.append(None)
+        if len(calls) == call:
+            gate.wait(timeout=10)
+        return forward(**inputs)
+
+    sampler._forward = held
+    return gate
+
+
+def test_publish_weights_returns_at_once_and_swaps_once_the_rows_in_flight_finish(model):
+    """A trainer publishing new weights does not wait for the rows in flight (its next update
+    overlaps them): the swap lands when the last one ends, a request sent meanwhile waits for it,
+    and every result was sampled under the one version it reports."""
     sampler = HFLocalSampler(model)
+    gate = _hold_at_forward(sampler, 3)  # the prefill and one decode step: two tokens, then held
     events = []
 
     async def run():
         loop = asyncio.get_running_loop()
         started = asyncio.Event()
         long = asyncio.ensure_future(sampler.sample(
-            prompt_token_ids=_prompt(4, 1), params=SamplingParams(max_tokens=40),
+            prompt_token_ids=_prompt(4, 1), params=SamplingParams(max_tokens=20),
             on_token=_after_tokens(2, started.set),
         ))
         long.add_done_callback(lambda _: events.append("long done"))
         await started.wait()
-        swap = loop.run_in_executor(None, lambda: sampler.publish_weights(model, policy_version=5))
-        while not sampler._swaps_pending:  # the swap is waiting: requests from now on wait for it
-            await asyncio.sleep(0.001)
+        sampler.publish_weights(model, policy_version=5)  # on the loop: waiting here would stall it
+        events.append(f"published, serving {sampler.policy_version}")
+        settled = loop.run_in_executor(None, lambda: (sampler.settle(), sampler.policy_version)[1])
         late = asyncio.ensure_future(sampler.sample(
             prompt_token_ids=_prompt(4, 2), params=SamplingParams(max_tokens=2),
             on_token=_after_tokens(1, lambda: events.append("late started")),
         ))
-        await swap
-        events.append("swapped")
-        return await long, await late
+        gate.set()
+        return await long, await late, await settled
 
     try:
-        long, late = asyncio.run(run())
+        long, late, settled_version = asyncio.run(run())
     finally:
+        gate.set()
         sampler.close()
-    assert events == ["long done", "swapped", "late started"]
-    assert long.policy_version == 0 and len(long.token_ids) == 40
-    assert late.policy_version == 5
+    assert events == ["published, serving 0", "long done", "late started"]
+    assert long.policy_version == 0 and len(long.token_ids) == 20
+    assert late.policy_version == 5 and settled_version == 5 == sampler.policy_version
+
+
+def test_set_policy_version_waits_for_the_rows_and_lands_after_a_pending_publish(model):
+    sampler = HFLocalSampler(model)
+    gate = _hold_at_forward(sampler, 3)
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        started = asyncio.Event()
+        long = asyncio.ensure_future(sampler.sample(
+            prompt_token_ids=_prompt(4, 3), params=SamplingParams(max_tokens=20),
+            on_token=_after_tokens(2, started.set),
+        ))
+        await started.wait()
+        sampler.publish_weights(model, policy_version=1)
+        relabel = loop.run_in_executor(None, lambda: sampler.set_policy_version(2))
+        gate.set()
+        await relabel
+        return sampler.policy_version, await long
+
+    try:
+        version, long = asyncio.run(run())
+    finally:
+        gate.set()
+        sampler.close()
+    assert version == 2 and long.policy_version == 0  # the older publish landed first, not over it
 
 
 # -- prefix caching -------------------------------------------------------------------------------

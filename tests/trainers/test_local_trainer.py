@@ -413,6 +413,7 @@ def test_concurrent_sampling_decodes_during_the_update_and_each_row_keeps_one_ve
             time.sleep(0.001)
         _step(trainer, [_pair_group("g", good, bad)])
         worker.join()
+        sampler.settle()  # the swap lands as the row ends, maybe just after its result reached us
         (row,) = results
         assert forwards and forwards[0] > 0
         assert row.policy_version == 0 and sampler.policy_version == 1
@@ -425,6 +426,60 @@ def test_concurrent_sampling_decodes_during_the_update_and_each_row_keeps_one_ve
             torch.testing.assert_close(sampler.model(input_ids=ids).logits, trainer.policy_model(input_ids=ids).logits,
                                        atol=1e-5, rtol=0)
     finally:
+        sampler.close()
+
+
+def test_concurrent_sampling_steps_do_not_wait_for_the_rows_and_never_write_the_buffer_they_decode(tiny_model_dir):
+    """Async training: an update returns while a row still decodes (its weight sync does not wait
+    for the sampler's rows); the next update waits for the swap before writing the other buffer,
+    which the row is decoding, so the row keeps the old policy's logprobs to its last token."""
+    import copy
+    import threading
+
+    sampler = HFLocalSampler(load_model(tiny_model_dir), batch_wait_s=0.01)
+    gate, gated = threading.Event(), threading.Event()
+    try:
+        initial = copy.deepcopy(sampler.model)
+        trainer = LocalTrainer(sampler.model, sampler=sampler, config=_config(), concurrent_sampling=True)
+        prompt = _prompt(10, 7)
+        good, bad = _traces(sampler, [prompt, prompt], seed=5)
+        forward = sampler._forward
+
+        def held_forward(**inputs):  # the row's decoding stops here once, until the test lets it go
+            if gated.is_set():
+                gated.clear()
+                gate.wait(timeout=10)
+            return forward(**inputs)
+
+        sampler._forward = held_forward
+        row_prompt, results = _prompt(12, 8), []
+        worker = threading.Thread(target=lambda: results.append(_sample(sampler, [
+            (row_prompt, SamplingParams(temperature=1.0, max_tokens=40, seed=1))])[0]))
+        worker.start()
+        while sampler.forward_calls < 2:
+            time.sleep(0.001)
+        gated.set()
+        _step(trainer, [_pair_group("g", good, bad)])
+        assert not results and sampler.policy_version == 0  # the step returned; the row still decodes
+        second = threading.Thread(target=_step, args=(trainer, [_pair_group("g2", good, bad)]))
+        second.start()
+        second.join(timeout=2.0)
+        assert second.is_alive()  # waiting for the swap: the row decodes the buffer it would write
+        gate.set()
+        worker.join()
+        second.join()
+        (row,) = results
+        assert row.policy_version == 0 and sampler.policy_version == 2
+        ids = torch.tensor([list(row_prompt) + list(row.token_ids)])
+        with torch.no_grad():
+            old = torch.log_softmax(initial(input_ids=ids).logits[0, len(row_prompt) - 1 : -1].float(), -1)
+        picked = old.gather(-1, torch.tensor(row.token_ids).unsqueeze(-1)).squeeze(-1)
+        torch.testing.assert_close(torch.tensor(row.logprobs), picked, atol=2e-4, rtol=0)
+        with torch.no_grad():
+            torch.testing.assert_close(sampler.model(input_ids=ids).logits, trainer.policy_model(input_ids=ids).logits,
+                                       atol=1e-5, rtol=0)
+    finally:
+        gate.set()
         sampler.close()
 
 

@@ -52,6 +52,7 @@ class _Group:
     version: int  # the policy version the sampler served when the group started
     started: float
     rollouts: dict[int, Rollout] = field(default_factory=dict)  # scored, by sample
+    ended: dict[int, float] = field(default_factory=dict)  # when each sample's rollout ended (monotonic)
 
     @property
     def complete(self) -> bool:
@@ -115,7 +116,7 @@ class AsyncTrainingLoop:
         self.train_dir.mkdir(parents=True, exist_ok=True)
         lines: list[dict[str, Any]] = []
         running: tuple[concurrent.futures.Future[StepMetrics], list[_Group], dict[str, Any]] | None = None
-        since = time.monotonic()
+        since = self.started = time.monotonic()
         try:
             while self.step < self.plan.steps:
                 # during an update the trainer's number moves before the sampler has the weights:
@@ -166,8 +167,10 @@ class AsyncTrainingLoop:
         size = self.plan.group_size or spec.samples
         cases = [Case(spec=spec, row=row, sample_index=index, phase="train", step=self.launch)
                  for index in range(size)]
-        self.live[self.launch] = _Group(self.launch, cases, [self.submit(case) for case in cases], version,
-                                        time.monotonic())
+        group = _Group(self.launch, cases, [self.submit(case) for case in cases], version, time.monotonic())
+        for index, future in enumerate(group.futures):  # the step line's `async.times_s.batch_ready`
+            future.add_done_callback(lambda _, index=index: group.ended.setdefault(index, time.monotonic()))
+        self.live[self.launch] = group
         self.launch += 1
         if self.counters.held:
             self.counters.paced += 1
@@ -239,8 +242,11 @@ class AsyncTrainingLoop:
         pending = {"rollouts": rollouts, "dropped": dropped, "histogram": histogram, "excluded": excluded,
                    "cut": cut, "partial": sum(1 for g in batch if not g.complete),
                    "version": version, "in_flight": len(self._running()),
-                   "trained_at": time.monotonic(), "oldest_start": min(g.started for g in batch)}
-        return update(groups), batch, pending
+                   "trained_at": time.monotonic(), "oldest_start": min(g.started for g in batch),
+                   "batch_ready": max((g.ended[i] for g in batch for i in g.rollouts), default=None)}
+        future = update(groups)
+        future.add_done_callback(lambda _: pending.setdefault("update_end", time.monotonic()))
+        return future, batch, pending
 
     def _cut(self, group: _Group) -> list[Case]:
         """`group` trains without its unfinished samples: stop them (one that cannot be stopped
@@ -286,6 +292,9 @@ class AsyncTrainingLoop:
                 "in_flight": pending["in_flight"],
                 "straggler_wait_s": round(self.counters.straggler_wait_s, 3),
                 "launch_versions": sorted({g.version for g in batch}),
+                "times_s": {name: None if pending.get(at) is None else round(pending[at] - self.started, 3)
+                            for name, at in (("batch_ready", "batch_ready"), ("update_start", "trained_at"),
+                                             ("update_end", "update_end"))} | {"step_line": round(now - self.started, 3)},
             },
             "groups_trained": [group.cases[0].group_id for group in batch],
             "rollouts_dropped": [f"{r.group_id}/{r.sample_index}" for r in pending["dropped"]],

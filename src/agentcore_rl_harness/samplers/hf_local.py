@@ -53,7 +53,7 @@ from ..records import FinishReason, SampleResult, SamplingParams
 try:
     import torch
 
-    from . import _fp32_attention, _kv, _prefix_cache
+    from . import _fp32_attention, _kv, _prefix_cache, _swaps
     from .decoding import cache_arguments, draw, tempered_logprobs, validate_params
 except ImportError as exc:  # pragma: no cover - exercised only without the [local] extra
     raise MissingDependencyError(
@@ -145,9 +145,9 @@ def _sample_tokens(rows: list[_Row], logits: torch.Tensor) -> tuple[list[int], l
 class HFLocalSampler(SamplingBackend):
     """Token-in/token-out sampling from an in-process transformers causal LM.
 
-    Weights change only between samples: `publish_weights` / `set_policy_version` wait until every row
-    in flight has finished (admitting no new rows meanwhile), so each `SampleResult` was sampled
-    entirely under the `policy_version` it reports. The worker holds `lock` during each forward
+    Weights change only between samples (`_swaps.py`): once every row in flight has finished (no new
+    row is admitted meanwhile), so each `SampleResult` was sampled entirely under the
+    `policy_version` it reports; `set_policy_version` waits for it, `publish_weights` does not. The worker holds `lock` during each forward
     step; code that edits the weights in place must hold it too (and then call `set_policy_version`
     after releasing it). In RL the trainer changes weights only between rollouts, so the wait is
     short; it never holds the lock while rows decode. `batches_run` counts prefill
@@ -180,9 +180,7 @@ class HFLocalSampler(SamplingBackend):
         self._weights_seen: tuple[int, int, int] | None = None
         self._queue: queue.Queue = queue.Queue()
         self._closed = False
-        self._state = threading.Condition()
-        self._in_flight = 0
-        self._swaps_pending = 0
+        self._swaps = _swaps.WeightSwaps(self.lock)
         self._forward_spec: tuple[Any, str, dict[str, Any], bool] | None = None
         self._worker = threading.Thread(target=self._run, name="hf-local-sampler", daemon=True)
         self._worker.start()
@@ -202,18 +200,22 @@ class HFLocalSampler(SamplingBackend):
             self.policy_version = version
             self.clear_prefix_cache()
 
-        self._between_samples(relabel)
+        self._swaps.now(relabel)
 
     def publish_weights(self, model: Any, *, policy_version: int) -> None:
-        """`WeightSync`: replace the model once the rows in flight have finished; new requests
-        wait meanwhile."""
+        """`WeightSync`: replace the model once the rows in flight have finished (new requests
+        wait meanwhile); returns at once. `settle` waits for the swap."""
 
         def swap() -> None:
             self.model = model
             self.policy_version = policy_version
             self.clear_prefix_cache()
 
-        self._between_samples(swap)
+        self._swaps.later(swap)
+
+    def settle(self) -> None:
+        """Wait until the sampler decodes the weights published last (before writing the ones before)."""
+        self._swaps.settle()
 
     def clear_prefix_cache(self) -> None:
         """Forget all cached KV (it was computed under weights that may no longer hold)."""
@@ -304,36 +306,17 @@ class HFLocalSampler(SamplingBackend):
 
     # -- weight changes -------------------------------------------------------------------------
 
-    def _between_samples(self, change: Any) -> None:
-        if self.lock._is_owned() and self._in_flight:
-            raise RuntimeError(
-                "publish_weights/set_policy_version wait for the rows in flight, which need `lock`; "
-                "call them without holding HFLocalSampler.lock"
-            )
-        with self._state:
-            self._swaps_pending += 1
-            try:
-                self._state.wait_for(lambda: self._in_flight == 0)
-                with self.lock:
-                    change()
-            finally:
-                self._swaps_pending -= 1
-                self._state.notify_all()
-
     def _admit(self, waiting: deque[_Request], room: int) -> list[_Row]:
-        with self._state:
-            if self._swaps_pending:
+        with self._swaps.state:
+            if not self._swaps.open():
                 return []
             requests = [waiting.popleft() for _ in range(min(room, len(waiting)))]
-            self._in_flight += len(requests)
+            self._swaps.in_flight += len(requests)
             version = self.policy_version
         return [_Row(request, version, _kv.device_of(self.model)) for request in requests]
 
     def _release(self, count: int) -> None:
-        if count:
-            with self._state:
-                self._in_flight -= count
-                self._state.notify_all()
+        self._swaps.release(count)
 
     # -- the worker -----------------------------------------------------------------------------
 
@@ -362,8 +345,7 @@ class HFLocalSampler(SamplingBackend):
             if running is not None:
                 running = self._guarded(running.rows, self._step, running)
             elif waiting and not admitted:
-                with self._state:  # a weight swap is pending: wait for it before admitting
-                    self._state.wait_for(lambda: not self._swaps_pending, timeout=0.1)
+                self._swaps.wait_open(timeout=0.1)  # a weight swap is pending: wait for it before admitting
 
     def _take(self, waiting: deque[_Request], *, block: bool) -> bool:
         """Move queued requests to `waiting`; True once `close` was called.

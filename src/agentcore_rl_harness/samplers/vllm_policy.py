@@ -72,6 +72,9 @@ class VLLMPolicySampler(SamplingBackend):
                 self._inflight -= 1
                 self._count.notify_all()
 
+    def settle(self) -> None:
+        """`publish_weights` returns once vLLM serves the new weights: nothing to wait for."""
+
     def publish_weights(self, weights: Any, *, policy_version: int) -> None:
         started = time.perf_counter()
         if getattr(weights, "peft_config", None):  # the model's own attribute, set by peft's injection

@@ -3,9 +3,8 @@
 LoRA layers are injected into the transformers model in place; the in-process `HFLocalSampler`
 decodes a copy of it with the adapters merged into the weights (`_serving.py`, after every update;
 `serve_merged: false` shares the adapted model itself), and the reference policy for the KL
-penalty is the model with its adapters disabled. A step holds `sampler.lock`, so no decode runs
-during forward / backward / optimizer.step; after it, `sampler.publish_weights(..., policy_version=...)` publishes the new
-version. The runner steps between collection phases, so no sampled row straddles two versions.
+penalty is the model with its adapters disabled. Where the sampler decodes the policy itself a step holds
+`sampler.lock`; after it, `sampler.publish_weights` publishes the new version (no row straddles two).
 
 torch and peft are imported when a trainer is built, not when this module is imported, so the
 config class is cheap to import.
@@ -533,7 +532,8 @@ class LocalTrainer(Trainer):
             return None
         started, served = time.perf_counter(), self.policy_model
         if self._merged is not None:
-            # one buffer: written in place between rollouts; two: the idle one, swapped in once rows finish
+            if not self._merged.in_place:  # two buffers: the one the sampler left (it swaps after its rows,
+                self.sampler.settle()  # without the update waiting); one: written in place between rollouts
             with self._sampler_lock(needed=self._merged.in_place):
                 served = self._merged.refresh(self.model)
         self.sampler.publish_weights(served, policy_version=self.policy_version)
