@@ -94,6 +94,19 @@ class TrainerNode:
         (`config.build_trainer_section`). Default: it honours them all."""
 
 
+class WeightSink(Protocol):
+    """What the trainer hands its weights to (the in-process sampler, `samplers/hf_local.py`; a
+    vLLM server's policy, `samplers/vllm_policy.py`)."""
+
+    lock: Any  # held while the trainer writes weights the sink may be reading
+
+    def publish_weights(self, model: Any, *, policy_version: int) -> None:
+        """Serve `model` from now on (it may land after the rows in flight end)."""
+
+    def settle(self) -> None:
+        """Return once the last published weights are in use (the buffer left behind is free)."""
+
+
 @runtime_checkable
 class Trainer(Protocol):
     """Takes groups of traces with rewards, updates the policy, hands the sampler new weights.

@@ -31,7 +31,7 @@ from ..heap import start_heap_trimmer
 from ..records import Trace
 from . import _prefix, _serving, checkpoint, sft
 from ._blocking import UpdateStopped, in_daemon_thread
-from .base import StepMetrics, TrainGroup, Trainer, TrainerNode
+from .base import StepMetrics, TrainGroup, Trainer, TrainerNode, WeightSink
 from .grpo import BatchItem, GRPOConfig, build_batch, policy_loss, staleness, step_metrics
 
 FINETUNE_MODES = ("lora", "full")
@@ -159,7 +159,7 @@ class LocalTrainer(Trainer):
         self,
         model: Any,
         *,
-        sampler: Any = None,
+        sampler: WeightSink | None = None,
         config: LocalTrainerConfig | None = None,
         algo: GRPOConfig | None = None,
         concurrent_sampling: bool = False,
