@@ -224,3 +224,24 @@ def test_a_body_that_arrives_in_one_chunk_reaches_the_app_uncopied(serve, monkey
         pieces = [body[:1000], body[1000:70_000], body[70_000:]]
         assert _post(port, pieces, pause_s).startswith(b"HTTP/1.1 200")
         assert len(parsed) >= 3 * bool(pause_s) and b"".join(received[-1]) == body
+
+
+def test_a_body_in_one_message_reaches_the_route_as_it_was_received():
+    """`routing.read_body` hands on the one chunk a body came in (the parser's bytes) without
+    joining it to starlette's closing b"" (a copy of every body); a body in several messages is
+    joined once."""
+    from starlette.requests import Request
+
+    from agentcore_rl_harness.gateway.routing import read_body
+
+    def request(*chunks):
+        messages = [{"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1}
+                    for i, chunk in enumerate(chunks)]
+
+        async def receive():
+            return messages.pop(0)
+        return Request({"type": "http", "method": "POST", "headers": []}, receive)
+
+    body = b"x" * 70_000
+    assert asyncio.run(read_body(request(body), 1 << 20)) is body
+    assert asyncio.run(read_body(request(body[:10], body[10:]), 1 << 20)) == body

@@ -155,12 +155,14 @@ async def read_body(request: Request, limit: int) -> bytes:
                             "(GatewayConfig.max_body_bytes)", code="request_too_large")
     chunks, size = [], 0
     async for chunk in request.stream():
+        if not chunk:
+            continue  # starlette ends the stream with b"": joined, a one-chunk body would be copied
         chunks.append(chunk)
         size += len(chunk)
         if size > limit:
             raise ApiError(413, f"request body exceeds the limit of {limit} bytes "
                                 "(GatewayConfig.max_body_bytes)", code="request_too_large")
-    return b"".join(chunks)  # one copy (none for a body that came in one chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)  # a body in one chunk: not copied
 
 
 MAX_JSON_DEPTH = 64
