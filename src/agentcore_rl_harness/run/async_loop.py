@@ -243,7 +243,9 @@ class AsyncTrainingLoop:
                    "cut": cut, "partial": sum(1 for g in batch if not g.complete),
                    "version": version, "in_flight": len(self._running()),
                    "trained_at": time.monotonic(), "oldest_start": min(g.started for g in batch),
-                   "batch_ready": max((g.ended[i] for g in batch for i in g.rollouts), default=None)}
+                   # a rollout a resumed run restored has no end time here (nor one whose done
+                   # callback has not run yet): the batch was ready when the rest ended
+                   "batch_ready": max((g.ended[i] for g in batch for i in g.rollouts if i in g.ended), default=None)}
         future = update(groups)
         future.add_done_callback(lambda _: pending.setdefault("update_end", time.monotonic()))
         return future, batch, pending
