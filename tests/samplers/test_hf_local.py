@@ -365,13 +365,8 @@ def test_publish_weights_returns_at_once_and_swaps_once_the_rows_in_flight_finis
 
     async def run():
         loop = asyncio.get_running_loop()
-        started = asyncio.Event()
-        long = asyncio.ensure_future(sampler.sample(
-            prompt_token_ids=_prompt(4, 1), params=SamplingParams(max_tokens=20),
-            on_token=_after_tokens(2, started.set),
-        ))
+        long = await _long_row_started(sampler, seed=1)
         long.add_done_callback(lambda _: events.append("long done"))
-        await started.wait()
         sampler.publish_weights(model, policy_version=5)  # on the loop: waiting here would stall it
         events.append(f"published, serving {sampler.policy_version}")
         settled = loop.run_in_executor(None, lambda: (sampler.settle(), sampler.policy_version)[1])
@@ -398,12 +393,7 @@ def test_set_policy_version_waits_for_the_rows_and_lands_after_a_pending_publish
 
     async def run():
         loop = asyncio.get_running_loop()
-        started = asyncio.Event()
-        long = asyncio.ensure_future(sampler.sample(
-            prompt_token_ids=_prompt(4, 3), params=SamplingParams(max_tokens=20),
-            on_token=_after_tokens(2, started.set),
-        ))
-        await started.wait()
+        long = await _long_row_started(sampler, seed=3)
         sampler.publish_weights(model, policy_version=1)
         relabel = loop.run_in_executor(None, lambda: sampler.set_policy_version(2))
         gate.set()
@@ -666,3 +656,14 @@ def test_fp32_attention_leaves_a_forward_without_cache_and_fp32_models_alone(tin
         after = bf16(ids).logits  # no cache: keys are bf16, so attention is plain bf16 SDPA
     assert _fp32_attention.low_precision(bf16)
     assert torch.equal(before, after)
+
+
+async def _long_row_started(sampler, *, seed):
+    """A 20-token row sampled in the background, returned once its first two tokens are out."""
+    started = asyncio.Event()
+    long = asyncio.ensure_future(sampler.sample(
+        prompt_token_ids=_prompt(4, seed), params=SamplingParams(max_tokens=20),
+        on_token=_after_tokens(2, started.set),
+    ))
+    await started.wait()
+    return long

@@ -417,11 +417,7 @@ def test_concurrent_sampling_decodes_during_the_update_and_each_row_keeps_one_ve
         (row,) = results
         assert forwards and forwards[0] > 0
         assert row.policy_version == 0 and sampler.policy_version == 1
-        ids = torch.tensor([list(row_prompt) + list(row.token_ids)])
-        with torch.no_grad():
-            old = torch.log_softmax(initial(input_ids=ids).logits[0, len(row_prompt) - 1 : -1].float(), -1)
-        picked = old.gather(-1, torch.tensor(row.token_ids).unsqueeze(-1)).squeeze(-1)
-        torch.testing.assert_close(torch.tensor(row.logprobs), picked, atol=2e-4, rtol=0)
+        ids = _assert_sampled_under(initial, row_prompt, row)
         with torch.no_grad():  # and what the sampler serves now is the updated policy
             torch.testing.assert_close(sampler.model(input_ids=ids).logits, trainer.policy_model(input_ids=ids).logits,
                                        atol=1e-5, rtol=0)
@@ -470,11 +466,7 @@ def test_concurrent_sampling_steps_do_not_wait_for_the_rows_and_never_write_the_
         second.join()
         (row,) = results
         assert row.policy_version == 0 and sampler.policy_version == 2
-        ids = torch.tensor([list(row_prompt) + list(row.token_ids)])
-        with torch.no_grad():
-            old = torch.log_softmax(initial(input_ids=ids).logits[0, len(row_prompt) - 1 : -1].float(), -1)
-        picked = old.gather(-1, torch.tensor(row.token_ids).unsqueeze(-1)).squeeze(-1)
-        torch.testing.assert_close(torch.tensor(row.logprobs), picked, atol=2e-4, rtol=0)
+        ids = _assert_sampled_under(initial, row_prompt, row)
         with torch.no_grad():
             torch.testing.assert_close(sampler.model(input_ids=ids).logits, trainer.policy_model(input_ids=ids).logits,
                                        atol=1e-5, rtol=0)
@@ -523,3 +515,14 @@ def test_a_merged_copy_of_a_policy_without_lora_layers_says_how_to_fix_it(model)
 
     with pytest.raises(ValueError, match=r"no LoRA layers.*trainer.lora_target_modules.*serve_merged=false"):
         MergedCopy(model).refresh(SimpleNamespace(get_base_model=lambda: model))
+
+
+def _assert_sampled_under(policy, prompt, row):
+    """`row`'s logprobs are `policy`'s for its tokens (it decoded one policy to its last token);
+    the prompt + reply ids."""
+    ids = torch.tensor([list(prompt) + list(row.token_ids)])
+    with torch.no_grad():
+        old = torch.log_softmax(policy(input_ids=ids).logits[0, len(prompt) - 1 : -1].float(), -1)
+    picked = old.gather(-1, torch.tensor(row.token_ids).unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(torch.tensor(row.logprobs), picked, atol=2e-4, rtol=0)
+    return ids
