@@ -38,7 +38,7 @@ from ..trainers.grpo import build_batch, training_reward
 from .cases import Case, Episode
 from .learning_signal import idle_warning, step_signal
 from .staleness import blocking_straggler, may_start, partial_ready, split_stale
-from .step_lines import stopped_in_update, update_start_line
+from .step_lines import budget_stop_line, stopped_in_update, update_start_line
 from .training import RowSchedule, TrainPlan, build_groups, checkpoint_name
 
 Update = Callable[[list[TrainGroup]], "concurrent.futures.Future[StepMetrics]"]
@@ -315,8 +315,7 @@ class AsyncTrainingLoop:
         self._say(line)
         self.step += 1
         if stop:  # as if this step were the last: what is in flight is stopped as at the end
-            self.write(f"agentcore-rl train: training stopped after step {step} of {self.plan.steps} for the time "
-                       f"budget (recipe.time_budget_min), checkpoint {checkpoint} saved")
+            self.write(budget_stop_line(step=step, steps=self.plan.steps, checkpoint=checkpoint))
             self.plan = dataclasses.replace(self.plan, steps=step)
         return line
 

@@ -67,3 +67,9 @@ def _number(value: Any) -> str:
 
 def _percent(value: Any) -> str:
     return "n/a" if value is None else f"{100 * value:.0f}%"
+
+
+def budget_stop_line(*, step: int, steps: int, checkpoint: str | None, in_flight: str = "") -> str:
+    """The terminal line when the time budget ends training after `step` (either loop)."""
+    return (f"agentcore-rl train: training stopped after step {step} of {steps} for the time "
+            f"budget (recipe.time_budget_min), checkpoint {checkpoint} saved{in_flight}")

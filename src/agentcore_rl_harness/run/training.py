@@ -36,7 +36,7 @@ from ..trainers.grpo import EXCLUDED_STATUSES as EXCLUDED
 from ..trainers.grpo import build_batch, training_reward
 from .cases import Case, Episode
 from .learning_signal import idle_warning, step_signal
-from .step_lines import stopped_in_update, update_result_line, update_start_line
+from .step_lines import budget_stop_line, stopped_in_update, update_result_line, update_start_line
 
 
 @dataclass(frozen=True)
@@ -175,8 +175,8 @@ class TrainingLoop:
     def _say_stopped(self, step: int, batch: "_Started | None") -> None:
         in_flight = (f"; the {len(batch.cases)} rollouts of step {step + 1} in flight are stopped (never trained)"
                      if batch is not None else "")
-        self.write(f"agentcore-rl train: training stopped after step {step} of {self.plan.steps} for the time "
-                   f"budget (recipe.time_budget_min), checkpoint {checkpoint_name(step)} saved{in_flight}")
+        self.write(budget_stop_line(step=step, steps=self.plan.steps, checkpoint=checkpoint_name(step),
+                                    in_flight=in_flight))
 
     def _start(self, step: int) -> "_Started":
         cases = [
